@@ -1,0 +1,42 @@
+# The two commands a newcomer runs: `make serve` and `make test`.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+SERVE_FLAGS ?= --host 127.0.0.1 --port 50051 --metrics_port 9090
+
+.PHONY: all deps configure build test serve asan tsan format clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# Runs every test through ctest.
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+# Builds and runs the daemon on the built-in default model (random weights).
+# Give a real model with: make serve SERVE_FLAGS="--model path/to/model.gguf"
+serve: build
+	$(BUILD_DIR)/bin/pagoda serve $(SERVE_FLAGS)
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
+asan:
+	$(MAKE) test BUILD_DIR=build-asan CMAKE_FLAGS="-DPAGODA_SANITIZE=address -DPAGODA_CUDA=OFF"
+
+# The engine and server tests under ThreadSanitizer (CPU only).
+tsan:
+	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
+	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "Engine|Server|Scheduler"
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,35 @@
+#include "engine/collecting_sink.h"
+
+namespace pagoda::engine {
+
+void CollectingSink::OnOutput(GenerationOutput output) {
+  if (on_output_) on_output_(output);
+  {
+    absl::MutexLock lock(&mu_);
+    CollectedOutput& c = collected_;
+    c.token_ids.insert(c.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+    c.text += output.text;
+    for (TokenLogprob& lp : output.logprobs) c.logprobs.push_back(std::move(lp));
+    ++c.num_deliveries;
+    if (!output.finished()) return;
+    c.finish_reason = output.finish_reason;
+    c.error = output.error;
+    c.usage = output.usage;
+  }
+  done_.Notify();
+}
+
+CollectedOutput CollectingSink::Wait() {
+  done_.WaitForNotification();
+  absl::MutexLock lock(&mu_);
+  return collected_;
+}
+
+bool CollectingSink::WaitFor(absl::Duration timeout, CollectedOutput* out) {
+  if (!done_.WaitForNotificationWithTimeout(timeout)) return false;
+  absl::MutexLock lock(&mu_);
+  *out = collected_;
+  return true;
+}
+
+}  // namespace pagoda::engine

@@ -1,0 +1,47 @@
+// An OutputSink that accumulates a whole response and lets another thread wait for it:
+// the offline CLI path and tests use it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "engine/request.h"
+
+namespace pagoda::engine {
+
+// Everything a request produced, concatenated.
+struct CollectedOutput {
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish_reason = FinishReason::kNone;
+  absl::Status error;
+  Usage usage;
+  int32_t num_deliveries = 0;
+};
+
+class CollectingSink final : public OutputSink {
+ public:
+  // `on_output`, when given, also sees each delivery (on the engine thread).
+  explicit CollectingSink(std::function<void(const GenerationOutput&)> on_output = nullptr)
+      : on_output_(std::move(on_output)) {}
+
+  void OnOutput(GenerationOutput output) override;
+  // Blocks until the finished delivery arrived; returns the whole response.
+  CollectedOutput Wait();
+  // Like Wait() with a timeout; false when it expired.
+  bool WaitFor(absl::Duration timeout, CollectedOutput* out);
+  bool done() const { return done_.HasBeenNotified(); }
+
+ private:
+  std::function<void(const GenerationOutput&)> on_output_;
+  mutable absl::Mutex mu_;
+  CollectedOutput collected_ ABSL_GUARDED_BY(mu_);
+  absl::Notification done_;
+};
+
+}  // namespace pagoda::engine

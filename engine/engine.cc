@@ -1,0 +1,251 @@
+#include "engine/engine.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/engine_core.h"
+#include "model/gguf.h"
+#include "model/utf8.h"
+
+namespace pagoda::engine {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0, len = 0; i < s.size(); i += len) {
+    if (model::CheckUtf8Char(s.substr(i), &len) != model::Utf8Status::kComplete) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateSampling(const SamplingParams& p) {
+  if (!(p.temperature >= 0) || std::isinf(p.temperature)) {
+    return Invalid("temperature", "must be a finite number >= 0");
+  }
+  if (!(p.top_p > 0 && p.top_p <= 1)) return Invalid("top_p", "must be in (0, 1]");
+  if (p.top_k < 0) return Invalid("top_k", "must be >= 0 (0 disables it)");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return Invalid("min_p", "must be in [0, 1]");
+  if (!(p.repetition_penalty > 0) || std::isinf(p.repetition_penalty)) {
+    return Invalid("repetition_penalty", "must be a finite number > 0");
+  }
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2)) {
+    return Invalid("presence_penalty", "must be in [-2, 2]");
+  }
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
+    return Invalid("frequency_penalty", "must be in [-2, 2]");
+  }
+  if (p.logprobs < -1 || p.logprobs > 20) return Invalid("logprobs", "must be in [0, 20]");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                                       std::unique_ptr<gguf::GgufFile> file,
+                                                       std::unique_ptr<kernels::Backend> backend) {
+  if (config.block_size <= 0 || config.block_size > 1024) {
+    return Invalid("block_size", "must be in [1, 1024]");
+  }
+  if (config.max_batched_tokens <= 0) return Invalid("max_batched_tokens", "must be positive");
+  if (config.max_seqs <= 0) return Invalid("max_seqs", "must be positive");
+  std::unique_ptr<Engine> engine(new Engine(config));
+  ASSIGN_OR_RETURN(engine->core_, Core::Create(config, *file, std::move(backend)));
+  {
+    absl::MutexLock lock(&engine->mu_);
+    engine->core_->FillStats(&engine->stats_);
+  }
+  return engine;
+}
+
+Engine::Engine(EngineConfig config) : config_(config) {}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  // Whatever never reached the engine thread still gets an answer.
+  std::deque<Pending> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(intake_);
+  }
+  for (Pending& p : left) {
+    GenerationOutput out;
+    out.finish_reason = FinishReason::kError;
+    out.error = absl::UnavailableError("engine stopped");
+    out.usage.prompt_tokens = static_cast<int32_t>(p.prompt.size());
+    p.sink->OnOutput(std::move(out));
+  }
+}
+
+const model::Tokenizer& Engine::tokenizer() const { return core_->tokenizer(); }
+const model::LlamaConfig& Engine::model_config() const { return core_->model_config(); }
+std::string Engine::backend_name() const { return core_->backend().name(); }
+
+absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* prompt,
+                              int32_t* max_total_tokens) const {
+  const model::Tokenizer& tok = core_->tokenizer();
+  const int32_t vocab = tok.vocab_size();
+  const int32_t context = core_->model_config().context_length;
+  if (!r.prompt_token_ids.empty()) {
+    for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
+      const int32_t id = r.prompt_token_ids[i];
+      if (id < 0 || id >= vocab) {
+        return Invalid("prompt_token_ids",
+                       absl::StrCat("token ", id, " at index ", i, " is outside [0, ", vocab, ")"));
+      }
+    }
+    *prompt = r.prompt_token_ids;
+  } else {
+    if (r.prompt.empty()) return Invalid("prompt", "is empty");
+    if (!IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
+    *prompt = tok.Encode(r.prompt, tok.add_bos());
+  }
+  const int32_t n = static_cast<int32_t>(prompt->size());
+  if (n >= context) {
+    return Invalid("prompt", absl::StrCat("has ", n, " tokens; the context length is ", context,
+                                          " and at least one token must be generated"));
+  }
+  RETURN_IF_ERROR(ValidateSampling(r.sampling));
+  for (const std::string& s : r.stop) {
+    if (s.empty()) return Invalid("stop", "stop strings must not be empty");
+    if (!IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
+  }
+  for (int32_t id : r.stop_token_ids) {
+    if (id < 0 || id >= vocab) return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
+  }
+  const int64_t capacity = int64_t{core_->kv().num_blocks()} * core_->kv().block_size();
+  if (r.max_tokens.has_value()) {
+    if (*r.max_tokens <= 0) return Invalid("max_tokens", "must be positive");
+    if (int64_t{n} + *r.max_tokens > context) {
+      return Invalid("max_tokens", absl::StrCat("prompt (", n, " tokens) + max_tokens (",
+                                                *r.max_tokens, ") exceeds the context length ",
+                                                context));
+    }
+    *max_total_tokens = n + *r.max_tokens;
+  } else {
+    *max_total_tokens = static_cast<int32_t>(std::min<int64_t>(context, capacity));
+  }
+  if (*max_total_tokens > capacity || n >= capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", *max_total_tokens, " tokens of KV cache; the cache holds ", capacity));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
+                                            std::shared_ptr<OutputSink> sink) {
+  Pending p;
+  RETURN_IF_ERROR(Validate(request, &p.prompt, &p.max_total_tokens));
+  request.prompt.clear();
+  request.prompt_token_ids.clear();
+  SubmitResult result;
+  result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
+  absl::MutexLock lock(&mu_);
+  if (stop_) return absl::UnavailableError("engine is stopped");
+  const int64_t queued = static_cast<int64_t>(intake_.size()) + core_waiting_;
+  if (config_.max_queued_requests > 0 && queued >= config_.max_queued_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue full: ", queued, " requests waiting (max_queued_requests = ",
+                     config_.max_queued_requests, ")"));
+  }
+  p.handle = next_handle_++;
+  if (request.request_id.empty()) request.request_id = absl::StrCat("req-", p.handle);
+  result.handle = p.handle;
+  result.request_id = request.request_id;
+  if (request.sampling.seed.has_value()) {
+    p.seed = *request.sampling.seed;
+  } else {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    p.seed = rng();
+  }
+  p.request = std::move(request);
+  p.arrival = absl::Now();
+  p.sink = std::move(sink);
+  intake_.push_back(std::move(p));
+  return result;
+}
+
+void Engine::Abort(RequestHandle handle) {
+  absl::MutexLock lock(&mu_);
+  aborts_.push_back(handle);
+}
+
+EngineStats Engine::Stats() const {
+  absl::MutexLock lock(&mu_);
+  EngineStats s = stats_;
+  s.num_waiting += static_cast<int32_t>(intake_.size());
+  return s;
+}
+
+void Engine::Loop() {
+  while (true) {
+    std::deque<Pending> intake;
+    std::vector<RequestHandle> aborts;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || has_work_ || !intake_.empty() || !aborts_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) break;
+      intake.swap(intake_);
+      aborts.swap(aborts_);
+    }
+    for (Pending& p : intake) {
+      auto seq = std::make_unique<Sequence>();
+      seq->id = p.handle;
+      seq->request = std::move(p.request);
+      seq->sink = std::move(p.sink);
+      seq->tokens = std::move(p.prompt);
+      seq->prompt_len = seq->num_tokens();
+      seq->max_total_tokens = p.max_total_tokens;
+      seq->seed = p.seed;
+      seq->arrival_time = p.arrival;
+      seq->detokenizer = std::make_unique<model::IncrementalDetokenizer>(&core_->tokenizer());
+      core_->Add(std::move(seq));
+    }
+    for (RequestHandle h : aborts) core_->Abort(h);
+    core_->Step();
+    absl::MutexLock lock(&mu_);
+    has_work_ = core_->has_work();
+    core_waiting_ = core_->num_waiting();
+    core_->FillStats(&stats_);
+    stats_.num_waiting = core_waiting_;
+  }
+  core_->FailAll(absl::UnavailableError("engine stopped"));
+  absl::MutexLock lock(&mu_);
+  has_work_ = false;
+  core_->FillStats(&stats_);
+}
+
+}  // namespace pagoda::engine

@@ -1,0 +1,122 @@
+// The engine: one thread owns the scheduler, the KV cache and the model, and runs steps
+// (intake -> schedule -> execute -> sample -> detokenize -> deliver -> free). Other threads
+// talk to it only through Submit() and Abort(), which are thread-safe and never block on a
+// step. See docs/ARCHITECTURE.md for threads and ownership.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/request.h"
+
+namespace pagoda::gguf {
+class GgufFile;
+}
+namespace pagoda::kernels {
+class Backend;
+}
+namespace pagoda::model {
+class Tokenizer;
+struct LlamaConfig;
+}  // namespace pagoda::model
+
+namespace pagoda::engine {
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;           // KV blocks; wins over kv_cache_memory when > 0
+  int64_t kv_cache_memory = 0;      // bytes for the KV cache; 0 = 1 GiB
+  int32_t max_batched_tokens = 2048;
+  int32_t max_seqs = 256;
+  int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
+  bool kv_cache = true;             // false: recompute every sequence at every step
+};
+
+// A snapshot of the engine's state, for metrics and health.
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;          // queued, not yet running (includes preempted)
+  int32_t num_blocks = 0;
+  int32_t num_free_blocks = 0;
+  double kv_usage = 0;              // fraction of blocks in use
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t num_aborted = 0;
+  absl::Time last_step_time = absl::InfinitePast();
+};
+
+using RequestHandle = uint64_t;
+
+struct SubmitResult {
+  RequestHandle handle = 0;
+  std::string request_id;
+  int32_t prompt_tokens = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model and tokenizer from `file` onto `backend` and sizes the KV cache.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        std::unique_ptr<gguf::GgufFile> file,
+                                                        std::unique_ptr<kernels::Backend> backend);
+  ~Engine();
+
+  // Starts the engine thread.
+  void Start();
+  // Stops the thread; requests still in flight get an Unavailable error output.
+  void Stop();
+
+  // Validates and queues a request; `sink` receives its outputs on the engine thread.
+  // InvalidArgument names the offending field; ResourceExhausted when the waiting queue is
+  // full; Unavailable once stopped.
+  absl::StatusOr<SubmitResult> Submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
+  // Aborts a request: within one step its blocks are free and its sink gets finish
+  // reason kAbort. Unknown or finished handles are ignored.
+  void Abort(RequestHandle handle);
+
+  EngineStats Stats() const;
+  const model::Tokenizer& tokenizer() const;
+  const model::LlamaConfig& model_config() const;
+  const EngineConfig& config() const { return config_; }
+  std::string backend_name() const;
+
+ private:
+  class Core;  // state owned by the engine thread
+  struct Pending {
+    RequestHandle handle;
+    GenerationRequest request;
+    std::vector<int32_t> prompt;
+    int32_t max_total_tokens;
+    uint64_t seed;
+    absl::Time arrival;
+    std::shared_ptr<OutputSink> sink;
+  };
+
+  explicit Engine(EngineConfig config);
+  absl::Status Validate(const GenerationRequest& request, std::vector<int32_t>* prompt,
+                        int32_t* max_total_tokens) const;
+  void Loop();
+
+  EngineConfig config_;
+  std::unique_ptr<Core> core_;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending> intake_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestHandle> aborts_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_work_ ABSL_GUARDED_BY(mu_) = false;  // the core has sequences in flight
+  int32_t core_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,176 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/sampler.h"
+
+namespace pagoda::engine {
+namespace {
+
+constexpr int64_t kDefaultKvCacheMemory = int64_t{1} << 30;
+
+Usage MakeUsage(const Sequence& seq) {
+  Usage u;
+  u.prompt_tokens = seq.prompt_len;
+  u.completion_tokens = seq.num_output();
+  if (seq.first_scheduled_time != absl::InfinitePast()) {
+    u.queue_time = seq.first_scheduled_time - seq.arrival_time;
+  }
+  if (seq.first_token_time != absl::InfinitePast()) {
+    u.time_to_first_token = seq.first_token_time - seq.arrival_time;
+  }
+  return u;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
+    const EngineConfig& config, const gguf::GgufFile& file,
+    std::unique_ptr<kernels::Backend> backend) {
+  std::unique_ptr<Core> core(new Core());
+  core->backend_ = std::move(backend);
+  ASSIGN_OR_RETURN(core->tokenizer_, model::Tokenizer::FromGguf(file));
+  ASSIGN_OR_RETURN(core->model_, model::LlamaModel::Load(file, core->backend_.get()));
+  const model::LlamaConfig& mc = core->model_->config();
+  if (core->tokenizer_->vocab_size() != mc.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("model: tokenizer has ",
+                                                   core->tokenizer_->vocab_size(),
+                                                   " tokens but the embedding has ", mc.vocab_size));
+  }
+
+  kernels::KvCacheShape shape{.num_layers = mc.num_layers,
+                              .num_blocks = 0,
+                              .block_size = config.block_size,
+                              .num_kv_heads = mc.num_kv_heads,
+                              .head_dim = mc.head_dim,
+                              .dtype = core->backend_->kv_dtype()};
+  int64_t blocks = config.num_blocks;
+  if (blocks <= 0) {
+    const int64_t memory =
+        config.kv_cache_memory > 0 ? config.kv_cache_memory : kDefaultKvCacheMemory;
+    blocks = memory / static_cast<int64_t>(shape.bytes_per_block());
+    // More blocks than max_seqs full contexts can never be used.
+    const int64_t per_seq = (mc.context_length + config.block_size - 1) / config.block_size;
+    if (config.kv_cache_memory <= 0) blocks = std::min(blocks, per_seq * config.max_seqs);
+  }
+  if (blocks <= 0 || blocks > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("engine: KV cache of ", blocks,
+                                                   " blocks; give --num-blocks or more memory"));
+  }
+  shape.num_blocks = static_cast<int32_t>(blocks);
+  ASSIGN_OR_RETURN(core->kv_buffer_, core->backend_->Allocate(shape.total_bytes()));
+  RETURN_IF_ERROR(core->backend_->Zero(core->kv_buffer_.data(), shape.total_bytes()));
+  const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
+
+  core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size);
+  SchedulerConfig sc{.max_batched_tokens = config.max_batched_tokens,
+                     .max_seqs = config.max_seqs,
+                     .kv_cache = config.kv_cache};
+  // Recompute mode runs a whole context in one step, so the budget must hold one.
+  if (!config.kv_cache) sc.max_batched_tokens = std::max(sc.max_batched_tokens, mc.context_length);
+  core->scheduler_ = std::make_unique<Scheduler>(sc, core->kv_.get(), std::make_unique<FcfsPolicy>());
+  core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache);
+  core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
+  return core;
+}
+
+void Engine::Core::Add(std::unique_ptr<Sequence> seq) {
+  Sequence* raw = seq.get();
+  seqs_[raw->id] = std::move(seq);
+  scheduler_->Add(raw);
+}
+
+void Engine::Core::Abort(RequestHandle handle) {
+  auto it = seqs_.find(handle);
+  if (it == seqs_.end()) return;
+  ++num_aborted_;
+  GenerationOutput out;
+  out.finish_reason = FinishReason::kAbort;
+  Finish(it->second.get(), std::move(out));
+}
+
+void Engine::Core::FailAll(const absl::Status& status) {
+  std::vector<Sequence*> all;
+  for (auto& [handle, seq] : seqs_) all.push_back(seq.get());
+  for (Sequence* seq : all) {
+    GenerationOutput out;
+    out.finish_reason = FinishReason::kError;
+    out.error = status;
+    Finish(seq, std::move(out));
+  }
+}
+
+void Engine::Core::Finish(Sequence* seq, GenerationOutput final_output) {
+  scheduler_->Remove(seq);
+  final_output.usage = MakeUsage(*seq);
+  std::shared_ptr<OutputSink> sink = std::move(seq->sink);
+  seqs_.erase(seq->id);  // destroys seq
+  if (sink) sink->OnOutput(std::move(final_output));
+}
+
+void Engine::Core::Step() {
+  const SchedulerOutput out = scheduler_->Schedule();
+  if (out.empty()) return;
+  const absl::Time now = absl::Now();
+  for (const ScheduledChunk& c : out.chunks) {
+    if (c.seq->first_scheduled_time == absl::InfinitePast()) c.seq->first_scheduled_time = now;
+  }
+  const absl::Status status = runner_->Execute(out, &logits_);
+  ++num_steps_;
+  last_step_time_ = absl::Now();
+  if (!status.ok()) {
+    // A failed step poisons nothing but its own batch: end those sequences with the error.
+    for (const ScheduledChunk& c : out.chunks) {
+      GenerationOutput err;
+      err.finish_reason = FinishReason::kError;
+      err.error = status;
+      Finish(c.seq, std::move(err));
+    }
+    return;
+  }
+  ProcessOutputs(out, logits_);
+}
+
+void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits) {
+  // Which chunks sample must be decided before the computed counts advance.
+  std::vector<bool> samples(out.chunks.size());
+  for (size_t i = 0; i < out.chunks.size(); ++i) samples[i] = ModelRunner::Samples(out.chunks[i]);
+  scheduler_->OnStepDone(out);
+  const int32_t vocab = model_->config().vocab_size;
+  size_t row = 0;
+  const absl::Time now = absl::Now();
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    if (!samples[i]) continue;
+    Sequence* seq = out.chunks[i].seq;
+    absl::Span<float> row_logits(logits.data() + row * vocab, vocab);
+    ++row;
+    SampleInput in{.params = &seq->request.sampling,
+                   .seed = seq->seed,
+                   .output_index = seq->num_output(),
+                   .context = seq->tokens,
+                   .output_counts = &seq->output_counts};
+    SampleResult r = Sample(in, row_logits);
+    if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
+    GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
+    if (delivery.finished()) {
+      Finish(seq, std::move(delivery));
+    } else {
+      seq->sink->OnOutput(std::move(delivery));
+    }
+  }
+}
+
+void Engine::Core::FillStats(EngineStats* stats) const {
+  stats->num_running = static_cast<int32_t>(scheduler_->running().size());
+  stats->num_blocks = kv_->num_blocks();
+  stats->num_free_blocks = kv_->num_free_blocks();
+  stats->kv_usage = kv_->usage();
+  stats->num_preemptions = scheduler_->num_preemptions();
+  stats->num_steps = num_steps_;
+  stats->num_aborted = num_aborted_;
+  stats->last_step_time = last_step_time_;
+}
+
+}  // namespace pagoda::engine

@@ -1,0 +1,69 @@
+// The engine thread's state and one step of work. Internal to engine/: only Engine uses it,
+// and only from its own thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "engine/engine.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kernels/backend.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+
+namespace pagoda::engine {
+
+class Engine::Core {
+ public:
+  // Loads everything; sizes the KV cache from `config`.
+  static absl::StatusOr<std::unique_ptr<Core>> Create(const EngineConfig& config,
+                                                      const gguf::GgufFile& file,
+                                                      std::unique_ptr<kernels::Backend> backend);
+
+  // Takes ownership of a validated request and queues it.
+  void Add(std::unique_ptr<Sequence> seq);
+  // Aborts `handle` if it is in flight.
+  void Abort(RequestHandle handle);
+  // Ends every sequence in flight with an error.
+  void FailAll(const absl::Status& status);
+  // Runs one scheduling step; no-op when nothing can run.
+  void Step();
+
+  bool has_work() const { return !seqs_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(scheduler_->waiting().size()); }
+  // Fills the scheduler/cache fields of `stats`.
+  void FillStats(EngineStats* stats) const;
+
+  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const model::LlamaConfig& model_config() const { return model_->config(); }
+  const kernels::Backend& backend() const { return *backend_; }
+  const KvCacheManager& kv() const { return *kv_; }
+
+ private:
+  Core() = default;
+  // Delivers the final output (if any), frees the sequence's blocks and forgets it.
+  void Finish(Sequence* seq, GenerationOutput final_output);
+  // Samples and delivers the next token of each chunk that completed its sequence.
+  void ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits);
+
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<model::LlamaModel> model_;
+  kernels::DeviceBuffer kv_buffer_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<OutputProcessor> processor_;
+  absl::flat_hash_map<RequestHandle, std::unique_ptr<Sequence>> seqs_;
+  std::vector<float> logits_;
+  int64_t num_steps_ = 0;
+  int64_t num_aborted_ = 0;
+  absl::Time last_step_time_ = absl::InfinitePast();
+};
+
+}  // namespace pagoda::engine

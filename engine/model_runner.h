@@ -1,0 +1,40 @@
+// Turns a SchedulerOutput into the flat batch description and runs the model on it.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/scheduler.h"
+#include "kernels/batch.h"
+#include "kernels/kv_cache.h"
+#include "model/llama_model.h"
+
+namespace pagoda::engine {
+
+class ModelRunner {
+ public:
+  ModelRunner(model::LlamaModel* model, const KvCacheManager* kv, kernels::PagedKvCache cache)
+      : model_(model), kv_(kv), cache_(cache) {}
+
+  // True when `chunk` computes the last uncomputed token of its sequence, so the step
+  // yields that sequence's next token.
+  static bool Samples(const ScheduledChunk& chunk) {
+    return chunk.seq->num_computed + chunk.num_tokens == chunk.seq->num_tokens();
+  }
+
+  // Runs the chunks (before the scheduler advances their computed counts). `logits` gets
+  // one vocab-sized row per sampling chunk, in chunk order.
+  absl::Status Execute(const SchedulerOutput& output, std::vector<float>* logits);
+
+  // The batch description of `output` (exposed for tests).
+  void BuildBatch(const SchedulerOutput& output, kernels::BatchInput* batch) const;
+
+ private:
+  model::LlamaModel* model_;
+  const KvCacheManager* kv_;
+  kernels::PagedKvCache cache_;
+  kernels::BatchInput batch_;
+};
+
+}  // namespace pagoda::engine

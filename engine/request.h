@@ -1,0 +1,77 @@
+// What a caller submits to the engine and what the engine delivers back: the engine API
+// the server and the offline CLI are written against.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pagoda::engine {
+
+struct SamplingParams {
+  float temperature = 1.f;            // 0 = greedy
+  int32_t top_k = 0;                  // 0 = off
+  float top_p = 1.f;                  // in (0, 1]
+  float min_p = 0.f;                  // in [0, 1]
+  float repetition_penalty = 1.f;     // > 0; 1 = off (prompt and output tokens)
+  float presence_penalty = 0.f;       // over output tokens
+  float frequency_penalty = 0.f;      // over output tokens
+  std::optional<uint64_t> seed;       // unset: drawn at submission
+  int32_t logprobs = -1;              // -1: none; N >= 0: chosen token plus top-N
+};
+
+struct GenerationRequest {
+  std::string request_id;                // client-visible id; generated when empty
+  std::string prompt;                    // text, used when prompt_token_ids is empty
+  std::vector<int32_t> prompt_token_ids; // already tokenized prompt (no BOS is added)
+  SamplingParams sampling;
+  std::optional<int32_t> max_tokens;     // unset: up to the context length
+  std::vector<std::string> stop;         // stop strings (never part of the delivered text)
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t priority = 0;                  // lower runs first and is preempted last
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+// "stop", "length", "abort", "error" or "" for kNone.
+const char* FinishReasonName(FinishReason reason);
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+  absl::Duration queue_time;          // arrival to first scheduled
+  absl::Duration time_to_first_token; // arrival to first output token
+};
+
+// One delivery to a sink: only what is new since the last one.
+struct GenerationOutput {
+  std::vector<int32_t> token_ids;
+  std::string text;                   // text delta (valid UTF-8)
+  std::vector<TokenLogprob> logprobs; // one per token id, when requested
+  FinishReason finish_reason = FinishReason::kNone;  // set on the last delivery only
+  absl::Status error;                 // why, when finish_reason is kError
+  Usage usage;                        // complete on the last delivery
+
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+// Receives a request's outputs, on the engine thread, in order; the last one is finished().
+// Implementations must not block.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  virtual void OnOutput(GenerationOutput output) = 0;
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,49 @@
+// A request inside the engine: its tokens, how many have K/V in the cache, and the state
+// of its output stream. Owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+#include "model/tokenizer.h"
+
+namespace pagoda::engine {
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  SeqId id = 0;                 // engine-assigned, increasing in arrival order
+  GenerationRequest request;    // parameters (prompt text dropped after tokenization)
+  std::shared_ptr<OutputSink> sink;
+  std::vector<int32_t> tokens;  // prompt then output
+  int32_t prompt_len = 0;
+  int32_t max_total_tokens = 0; // prompt_len + max output tokens
+  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  SeqStatus status = SeqStatus::kWaiting;
+  int32_t num_preemptions = 0;
+  uint64_t seed = 0;
+
+  // Output stream state.
+  std::unique_ptr<model::IncrementalDetokenizer> detokenizer;
+  std::string text;             // output text so far (stop strings cut off)
+  size_t text_sent = 0;         // bytes of `text` already delivered
+  absl::flat_hash_map<int32_t, int32_t> output_counts;  // for penalties
+
+  absl::Time arrival_time;
+  absl::Time first_scheduled_time = absl::InfinitePast();
+  absl::Time first_token_time = absl::InfinitePast();
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output() const { return num_tokens() - prompt_len; }
+  // Tokens whose K/V still need computing (the whole prompt after a preemption).
+  int32_t num_uncomputed() const { return num_tokens() - num_computed; }
+  int32_t priority() const { return request.priority; }
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,102 @@
+// The Backend interface: memory and the operators the Llama forward pass is written
+// against. The CPU backend implements it with OpenBLAS and threads; the CUDA backend with
+// kernels and cuBLAS. Tensors are views of memory the backend allocated (device memory
+// on a GPU); ops are queued in order and may run asynchronously until a copy to the host
+// or Synchronize(), which report any failure.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/batch.h"
+#include "kernels/kv_cache.h"
+#include "kernels/tensor.h"
+
+namespace pagoda::kernels {
+
+struct RopeParams {
+  int32_t num_heads = 0;     // query heads in q
+  int32_t num_kv_heads = 0;  // heads in k
+  int32_t head_dim = 0;
+  int32_t rope_dim = 0;      // leading dims of each head that rotate (== head_dim usually)
+  float freq_base = 10000.f;
+};
+
+struct AttentionParams {
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;  // query head h reads KV head h / (num_heads / num_kv_heads)
+  int32_t head_dim = 0;
+  float scale = 1.f;         // usually 1 / sqrt(head_dim)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual std::string name() const = 0;
+  // Element type the model keeps activations in, and the KV cache's type.
+  virtual DType activation_dtype() const = 0;
+  virtual DType kv_dtype() const = 0;
+
+  // Backend memory of `bytes` bytes (uninitialized); ResourceExhausted when out of memory.
+  virtual absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) = 0;
+  // A contiguous [rows, cols] tensor of `dtype` in fresh backend memory.
+  absl::StatusOr<OwnedTensor> AllocateTensor(DType dtype, int64_t rows, int64_t cols);
+  // Host-to-backend and backend-to-host copies of raw bytes; the latter waits for queued ops.
+  virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  // Sets every byte of `bytes` at `dst` to zero.
+  virtual absl::Status Zero(void* dst, size_t bytes) = 0;
+  // Stores a weight given as host fp32 [rows, cols] in the backend's weight format.
+  virtual absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
+                                                   int64_t cols) = 0;
+  // Copies a tensor of any dtype to host fp32 [rows, cols], waiting for queued ops.
+  virtual absl::Status ReadF32(const Tensor& x, float* host) = 0;
+  // Waits for queued ops and reports the first failure since the last call.
+  virtual absl::Status Synchronize() = 0;
+
+  // Makes `batch` the batch the ops below read (token ids, positions, slot mapping, block
+  // tables). Its metadata stays valid on the backend until the next PrepareBatch.
+  virtual absl::Status PrepareBatch(const BatchInput& batch) = 0;
+
+  // out[i] = table[token_ids[i]] for each batch token. table [vocab, dim], out [num_tokens, dim].
+  virtual void Embed(const Tensor& table, const Tensor& out) = 0;
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight. x, out [n, dim]; weight [1, dim].
+  virtual void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // out = x * w^T. x [n, k], w [m, k] (a weight), out [n, m].
+  virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // Rotates q [n, num_heads * head_dim] and k [n, num_kv_heads * head_dim] in place by the
+  // batch positions, pairing adjacent elements (2i, 2i+1) as GGUF's `llama` layout stores them.
+  virtual void Rope(const Tensor& q, const Tensor& k, const RopeParams& params) = 0;
+  // out = silu(gate) * up, elementwise. gate, up, out [n, ffn].
+  virtual void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // x += y, elementwise. x, y [n, dim].
+  virtual void Add(const Tensor& x, const Tensor& y) = 0;
+  // Writes k, v [num_tokens, num_kv_heads * head_dim] of the batch tokens into `layer` of the
+  // cache at their slot_mapping slots.
+  virtual void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,
+                       int32_t layer) = 0;
+  // Causal attention of each batch query token over its sequence's cached K/V at positions
+  // <= its own, reached only through the block table. q [num_tokens, num_heads * head_dim],
+  // out [num_tokens, num_heads * head_dim].
+  virtual void Attention(const Tensor& q, const PagedKvCache& cache, int32_t layer,
+                         const AttentionParams& params, const Tensor& out) = 0;
+  // out[j] = x[logits_indices[j]]. x [num_tokens, d], out [num_logits, d].
+  virtual void GatherLogitRows(const Tensor& x, const Tensor& out) = 0;
+};
+
+enum class DeviceKind { kAuto, kCpu, kCuda };
+
+struct BackendOptions {
+  DeviceKind device = DeviceKind::kAuto;
+  int32_t num_threads = 0;  // CPU threads; 0 = one per hardware thread
+  int32_t device_index = 0; // CUDA device
+};
+
+// Builds the requested backend; kAuto picks CUDA when a device is present, else CPU.
+// Unavailable when CUDA is asked for but not built in or no device is present.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+}  // namespace pagoda::kernels

@@ -1,0 +1,196 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/thread_pool.h"
+#include "kernels/cpu/cpu_attention.h"
+
+namespace pagoda::kernels {
+namespace {
+
+// Elementwise work below this many elements runs on the calling thread.
+constexpr int64_t kMinParallelElems = 1 << 16;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int32_t num_threads) : pool_(num_threads) {
+    openblas_set_num_threads(pool_.num_threads());
+  }
+
+  std::string name() const override { return "cpu"; }
+  DType activation_dtype() const override { return DType::kF32; }
+  DType kv_dtype() const override { return DType::kF32; }
+
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, std::max<size_t>(bytes, 64)) != 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+    }
+    return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
+  }
+
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Zero(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
+                                           int64_t cols) override {
+    auto t = AllocateTensor(DType::kF32, rows, cols);
+    if (!t.ok()) return t.status();
+    std::memcpy(t->view.data, host, static_cast<size_t>(rows * cols) * sizeof(float));
+    return t;
+  }
+
+  absl::Status ReadF32(const Tensor& x, float* host) override {
+    if (x.dtype != DType::kF32) return absl::InvalidArgumentError("cpu: tensors are f32");
+    for (int64_t r = 0; r < x.rows; ++r) {
+      std::memcpy(host + r * x.cols, x.row<float>(r), static_cast<size_t>(x.cols) * 4);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::Status PrepareBatch(const BatchInput& batch) override {
+    batch_ = batch;
+    return absl::OkStatus();
+  }
+
+  void Embed(const Tensor& table, const Tensor& out) override {
+    for (int32_t i = 0; i < batch_.num_tokens(); ++i) {
+      std::memcpy(out.row<float>(i), table.row<float>(batch_.token_ids[i]),
+                  static_cast<size_t>(out.cols) * sizeof(float));
+    }
+  }
+
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    const float* w = weight.row<float>(0);
+    ForRows(x.rows, x.cols, [&](int64_t r) {
+      const float* in = x.row<float>(r);
+      float* o = out.row<float>(r);
+      double sum = 0;
+      for (int64_t c = 0; c < x.cols; ++c) sum += double{in[c]} * in[c];
+      const float scale = 1.f / std::sqrt(static_cast<float>(sum / x.cols) + eps);
+      for (int64_t c = 0; c < x.cols; ++c) o[c] = in[c] * scale * w[c];
+    });
+  }
+
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) override {
+    // out[n, m] = x[n, k] * w[m, k]^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(x.rows),
+                static_cast<int>(w.rows), static_cast<int>(x.cols), 1.f,
+                static_cast<const float*>(x.data), static_cast<int>(x.stride),
+                static_cast<const float*>(w.data), static_cast<int>(w.stride), 0.f,
+                static_cast<float*>(out.data), static_cast<int>(out.stride));
+  }
+
+  void Rope(const Tensor& q, const Tensor& k, const RopeParams& p) override {
+    const int32_t half = p.rope_dim / 2;
+    const float theta_scale = std::pow(p.freq_base, -2.f / static_cast<float>(p.rope_dim));
+    ForRows(q.rows, q.cols + k.cols, [&](int64_t r) {
+      // Angles for pair i are pos * theta_scale^i, built by repeated multiplication.
+      float cos_sin[2 * 256];
+      float* cs = half <= 256 ? cos_sin : nullptr;
+      std::vector<float> heap;
+      if (cs == nullptr) {
+        heap.resize(2 * half);
+        cs = heap.data();
+      }
+      float theta = static_cast<float>(batch_.positions[r]);
+      for (int32_t i = 0; i < half; ++i) {
+        cs[2 * i] = std::cos(theta);
+        cs[2 * i + 1] = std::sin(theta);
+        theta *= theta_scale;
+      }
+      RotateHeads(q.row<float>(r), p.num_heads, p.head_dim, half, cs);
+      RotateHeads(k.row<float>(r), p.num_kv_heads, p.head_dim, half, cs);
+    });
+  }
+
+  void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    ForRows(gate.rows, gate.cols, [&](int64_t r) {
+      const float* g = gate.row<float>(r);
+      const float* u = up.row<float>(r);
+      float* o = out.row<float>(r);
+      for (int64_t c = 0; c < gate.cols; ++c) o[c] = g[c] / (1.f + std::exp(-g[c])) * u[c];
+    });
+  }
+
+  void Add(const Tensor& x, const Tensor& y) override {
+    ForRows(x.rows, x.cols, [&](int64_t r) {
+      float* a = x.row<float>(r);
+      const float* b = y.row<float>(r);
+      for (int64_t c = 0; c < x.cols; ++c) a[c] += b[c];
+    });
+  }
+
+  void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,
+               int32_t layer) override {
+    cpu::WriteKv(batch_, k, v, cache, layer, &pool_);
+  }
+
+  void Attention(const Tensor& q, const PagedKvCache& cache, int32_t layer,
+                 const AttentionParams& params, const Tensor& out) override {
+    cpu::PagedAttention(batch_, q, cache, layer, params, out, &pool_);
+  }
+
+  void GatherLogitRows(const Tensor& x, const Tensor& out) override {
+    for (int32_t j = 0; j < batch_.num_logits(); ++j) {
+      std::memcpy(out.row<float>(j), x.row<float>(batch_.logits_indices[j]),
+                  static_cast<size_t>(x.cols) * sizeof(float));
+    }
+  }
+
+ private:
+  // Calls fn(r) for every row, in parallel when rows * cols is large enough.
+  template <typename Fn>
+  void ForRows(int64_t rows, int64_t cols, Fn&& fn) {
+    const int64_t grain = std::max<int64_t>(1, kMinParallelElems / std::max<int64_t>(cols, 1));
+    pool_.ParallelFor(rows, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) fn(r);
+    });
+  }
+
+  // Rotates pairs (2i, 2i+1), i < half, of each of `heads` heads of `x` by angle i.
+  static void RotateHeads(float* x, int32_t heads, int32_t head_dim, int32_t half,
+                          const float* cos_sin) {
+    for (int32_t h = 0; h < heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const float c = cos_sin[2 * i];
+        const float s = cos_sin[2 * i + 1];
+        const float x0 = v[2 * i];
+        const float x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    }
+  }
+
+  ThreadPool pool_;
+  BatchInput batch_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(options.num_threads);
+}
+
+}  // namespace pagoda::kernels

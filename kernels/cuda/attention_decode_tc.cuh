@@ -1,0 +1,163 @@
+// Tensor-core decode attention kernel template (instantiated per dtype in
+// attention_decode_tc_{bf16,f16}.cu).
+//
+// Grid: x = plan item (one decode token over [kv_begin, kv_end)), y = KV head * head chunks.
+// A block of 4 warps handles up to 16 query heads that share one KV head (GQA: every K/V
+// row is read once for all of them), as the 16 rows of one mma tile. The warps split the
+// item's positions into 16-token tiles (warp w takes tiles w, w + 4, ...), each streaming its
+// tiles through its own double-buffered shared memory with cp.async, and keep independent
+// softmax states that the block merges at the end.
+#pragma once
+
+#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace pagoda::kernels::cuda {
+
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeTile = 16;
+
+// Dynamic shared memory of one block: per warp, K and V tiles in two stages.
+template <typename T, int kHeadDim>
+constexpr int DecodeTcSmemBytes() {
+  return kDecodeWarps * 4 * kDecodeTile * kHeadDim * static_cast<int>(sizeof(T));
+}
+
+// Writes this warp's rows (m, l already quad-summed, unnormalized O) as fp32 into `dst`:
+// o [16][kHeadDim], then m [16], then l [16].
+template <int kHeadDim>
+__device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, float* dst,
+                                               int lane) {
+  const int g = lane >> 2;
+  const int t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      dst[(g + 8 * (e >> 1)) * kHeadDim + 8 * j + 2 * t + (e & 1)] = st.o[j][e];
+    }
+  }
+  if (t == 0) {
+    dst[16 * kHeadDim + g] = st.m[0];
+    dst[16 * kHeadDim + g + 8] = st.m[1];
+    dst[16 * kHeadDim + 16 + g] = st.l[0];
+    dst[16 * kHeadDim + 16 + g + 8] = st.l[1];
+  }
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedAttentionParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kTileElems = kDecodeTile * kHeadDim;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const AttentionItem item = p.items[blockIdx.x];
+  const int group = p.num_heads / p.num_kv_heads;
+  const int chunks = (group + 15) / 16;
+  const int kv_head = blockIdx.y / chunks;
+  const int head0 = kv_head * group + (blockIdx.y % chunks) * 16;  // first query head
+  const int rows = min(16, group - (blockIdx.y % chunks) * 16);
+
+  const T* q = static_cast<const T*>(p.q) + static_cast<int64_t>(item.token) * p.q_stride +
+               static_cast<int64_t>(head0) * kHeadDim;
+  uint32_t qa[kHeadDim / 16][4];
+  LoadQFragments<T, kHeadDim>(qa, g < rows ? q + g * kHeadDim : nullptr,
+                              g + 8 < rows ? q + (g + 8) * kHeadDim : nullptr, lane);
+  const int limit[2] = {g < rows ? item.kv_end - 1 : -1, g + 8 < rows ? item.kv_end - 1 : -1};
+
+  const KvSource src{p.k_cache,
+                     p.v_cache,
+                     p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq,
+                     static_cast<int64_t>(p.num_kv_heads) * kHeadDim,
+                     static_cast<int64_t>(kv_head) * kHeadDim,
+                     p.log2_block_size};
+  // This warp's buffers: K stage 0, K stage 1, V stage 0, V stage 1.
+  T* buf = reinterpret_cast<T*>(smem) + warp * 4 * kTileElems;
+  WarpState<kHeadDim> st;
+  st.Init();
+  const int num_tiles = (item.kv_end - item.kv_begin + kDecodeTile - 1) / kDecodeTile;
+  if (warp < num_tiles) {
+    LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf, buf + 2 * kTileElems, src,
+                                             item.kv_begin + warp * kDecodeTile, item.kv_end,
+                                             lane);
+  }
+  CpAsyncCommit();
+  int stage = 0;
+  for (int tile = warp; tile < num_tiles; tile += kDecodeWarps) {
+    const int next = tile + kDecodeWarps;
+    if (next < num_tiles) {
+      LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf + (stage ^ 1) * kTileElems,
+                                               buf + (2 + (stage ^ 1)) * kTileElems, src,
+                                               item.kv_begin + next * kDecodeTile, item.kv_end,
+                                               lane);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // the current tile has landed (groups complete in order)
+    __syncwarp();      // ... for every lane's copies
+    AttendTile<T, kHeadDim, kDecodeTile>(st, qa, buf + stage * kTileElems,
+                                         buf + (2 + stage) * kTileElems,
+                                         item.kv_begin + tile * kDecodeTile, limit, p.scale_log2,
+                                         lane);
+    __syncwarp();  // all lanes are done reading `stage` before it is refilled
+    stage ^= 1;
+  }
+  CpAsyncWait<0>();
+  st.FinishSums();
+  __syncthreads();  // tiles are dead: reuse the shared memory for the merge
+
+  // Per warp: 16 * kHeadDim + 32 floats, within its 4 * kTileElems * sizeof(T) bytes.
+  constexpr int kStateFloats = 16 * kHeadDim + 32;
+  static_assert(kStateFloats * 4 <= 4 * kTileElems * 2, "merge state must fit a warp's tiles");
+  float* states = reinterpret_cast<float*>(smem);
+  StoreWarpState<kHeadDim>(st, states + warp * kStateFloats, lane);
+  __syncthreads();
+
+  for (int i = threadIdx.x; i < rows * kHeadDim; i += kDecodeWarps * 32) {
+    const int row = i / kHeadDim;
+    const int d = i % kHeadDim;
+    float m = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) m = fmaxf(m, states[w * kStateFloats + 16 * kHeadDim + row]);
+    float l = 0.f;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float* s = states + w * kStateFloats;
+      // A warp without tiles has m = -inf, l = 0, o = 0: weight 0.
+      const float weight = FastExp2(s[16 * kHeadDim + row] - m);
+      l += s[16 * kHeadDim + 16 + row] * weight;
+      o += s[row * kHeadDim + d] * weight;
+    }
+    const int head = head0 + row;
+    if (item.partial < 0) {
+      T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride;
+      out[static_cast<int64_t>(head) * kHeadDim + d] = FromF32<T>(o / l);
+    } else {
+      const int64_t prow = static_cast<int64_t>(item.partial) * p.num_heads + head;
+      p.partial_out[prow * kHeadDim + d] = o / l;
+      if (d == 0) {
+        p.partial_ml[2 * prow] = m;
+        p.partial_ml[2 * prow + 1] = l;
+      }
+    }
+  }
+}
+
+// Launches DecodeTcKernel over the plan's items; raises the shared-memory limit once.
+template <typename T, int kHeadDim>
+cudaError_t LaunchDecodeTc(const PagedAttentionParams& p, cudaStream_t stream) {
+  if (p.num_items == 0) return cudaSuccess;
+  constexpr int kSmem = DecodeTcSmemBytes<T, kHeadDim>();
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      DecodeTcKernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess) return attr;
+  const int group = p.num_heads / p.num_kv_heads;
+  const dim3 grid(static_cast<unsigned>(p.num_items),
+                  static_cast<unsigned>(p.num_kv_heads * ((group + 15) / 16)));
+  DecodeTcKernel<T, kHeadDim><<<grid, kDecodeWarps * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace pagoda::kernels::cuda

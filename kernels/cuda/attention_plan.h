@@ -1,0 +1,67 @@
+// The per-batch attention plan: which kernel path a shape takes, and how the batch's query
+// tokens become kernel work (decode items, split-KV partitions, prefill tiles). Built on
+// the host once per step and reused by every layer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/batch.h"
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace pagoda::kernels::cuda {
+
+// What the choice of kernel path depends on.
+struct AttentionShape {
+  DType dtype = DType::kBF16;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  bool aligned = false;        // q, out and cache 16-byte aligned, q/out strides even
+  bool force_generic = false;  // always take the CUDA-core kernel
+};
+
+// The path for `shape`: tensor cores for bf16/f16 with head_dim 64 or 128 (aligned, group
+// <= 64), else the CUDA-core kernel. InvalidArgument when num_heads is not a multiple of
+// num_kv_heads; Unimplemented for block_size not a power of two in [1, 256] or head_dim
+// outside [2, 256] (odd head_dim also).
+absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& shape);
+
+struct AttentionPlanOptions {
+  AttentionPath path = AttentionPath::kGeneric;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t num_blocks = 0;  // of the cache, to check block tables
+  int32_t block_size = 0;
+  int32_t num_sms = 132;   // multiprocessors of the device
+  // Split-KV partition in tokens: < 0 lets ChooseSplitPartition decide, 0 never splits, > 0
+  // forces that size (rounded up to a multiple of 16).
+  int32_t split_partition = -1;
+};
+
+struct AttentionPlan {
+  std::vector<AttentionItem> items;  // decode items first, then (generic path) prefill tokens
+  int32_t num_decode_items = 0;
+  std::vector<PrefillTile> tiles;    // tensor-core path only
+  std::vector<SplitToken> splits;
+  int32_t num_partials = 0;
+  int32_t partition_size = 0;        // split-KV partition chosen; 0 = nothing split
+};
+
+// The split-KV partition size (tokens, 0 = no split) for decode tokens with contexts
+// `contexts` when each item occupies `blocks_per_item` thread blocks. Splits only when the
+// unsplit items fill less than one wave of `num_sms`, aiming at two waves, never below 128.
+int32_t ChooseSplitPartition(const std::vector<int32_t>& contexts, int32_t blocks_per_item,
+                             int32_t num_sms);
+
+// Thread blocks one item occupies on `path` (for ChooseSplitPartition).
+int32_t BlocksPerItem(AttentionPath path, int32_t num_heads, int32_t num_kv_heads);
+
+// The plan of `batch`. InvalidArgument when a token's position lies outside its block table
+// or a block id needed lies outside the cache.
+absl::StatusOr<AttentionPlan> BuildAttentionPlan(const BatchInput& batch,
+                                                 const AttentionPlanOptions& options);
+
+}  // namespace pagoda::kernels::cuda

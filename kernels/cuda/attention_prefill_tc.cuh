@@ -1,0 +1,117 @@
+// Tensor-core prefill attention kernel template (instantiated per dtype in
+// attention_prefill_tc_{bf16,f16}.cu): flash-attention tiling over the paged cache.
+//
+// Grid: x = plan tile (a few consecutive query tokens of one sequence), y = KV head. The 64
+// rows of a block are (token j, query head h of the KV head's group) pairs, row = j * group
+// + h, so the group shares every K/V tile; warp w owns rows 16w..16w+15. The block streams
+// 32-token K/V tiles of positions [0, kv_end) through double-buffered shared memory with
+// cp.async; each row masks positions after its own (causal), and a warp skips tiles that
+// start after all of its rows.
+#pragma once
+
+#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace pagoda::kernels::cuda {
+
+constexpr int kPrefillWarps = 4;
+static_assert(kPrefillTileRows == 16 * kPrefillWarps, "a warp owns 16 rows of a tile");
+constexpr int kPrefillTile = 32;
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kPrefillWarps * 32) PrefillTcKernel(const PagedAttentionParams p) {
+  constexpr int kTileElems = kPrefillTile * kHeadDim;
+  __shared__ __align__(128) T sk[2][kTileElems];
+  __shared__ __align__(128) T sv[2][kTileElems];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const PrefillTile tile = p.tiles[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+
+  // This lane's two fragment rows: their query vectors, output rows and causal limits.
+  const T* q_row[2];
+  int64_t out_offset[2];
+  int limit[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + g + 8 * r;
+    const int j = row / group;
+    const int head = kv_head * group + row % group;
+    if (j < tile.num_tokens) {
+      const int64_t token = tile.token_begin + j;
+      q_row[r] = static_cast<const T*>(p.q) + token * p.q_stride +
+                 static_cast<int64_t>(head) * kHeadDim;
+      out_offset[r] = token * p.out_stride + static_cast<int64_t>(head) * kHeadDim;
+      limit[r] = p.positions[token];
+    } else {
+      q_row[r] = nullptr;
+      out_offset[r] = 0;
+      limit[r] = -1;
+    }
+  }
+  uint32_t qa[kHeadDim / 16][4];
+  LoadQFragments<T, kHeadDim>(qa, q_row[0], q_row[1], lane);
+  int warp_limit = max(limit[0], limit[1]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    warp_limit = max(warp_limit, __shfl_xor_sync(0xffffffffu, warp_limit, offset));
+  }
+
+  const KvSource src{p.k_cache,
+                     p.v_cache,
+                     p.block_tables + static_cast<int64_t>(tile.seq) * p.max_blocks_per_seq,
+                     static_cast<int64_t>(p.num_kv_heads) * kHeadDim,
+                     static_cast<int64_t>(kv_head) * kHeadDim,
+                     p.log2_block_size};
+  WarpState<kHeadDim> st;
+  st.Init();
+  const int num_tiles = (tile.kv_end + kPrefillTile - 1) / kPrefillTile;
+  LoadKvTile<T, kHeadDim, kPrefillTile, kPrefillWarps * 32>(sk[0], sv[0], src, 0, tile.kv_end,
+                                                            threadIdx.x);
+  CpAsyncCommit();
+  for (int i = 0; i < num_tiles; ++i) {
+    const int stage = i & 1;
+    if (i + 1 < num_tiles) {
+      LoadKvTile<T, kHeadDim, kPrefillTile, kPrefillWarps * 32>(
+          sk[stage ^ 1], sv[stage ^ 1], src, (i + 1) * kPrefillTile, tile.kv_end, threadIdx.x);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+    __syncthreads();  // every thread's copies of tile i have landed
+    if (i * kPrefillTile <= warp_limit) {
+      AttendTile<T, kHeadDim, kPrefillTile>(st, qa, sk[stage], sv[stage], i * kPrefillTile, limit,
+                                            p.scale_log2, lane);
+    }
+    __syncthreads();  // every warp is done with `stage` before it is refilled
+  }
+  CpAsyncWait<0>();
+  st.FinishSums();
+
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (q_row[r] == nullptr) continue;
+    const float inv_l = 1.f / st.l[r];
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      T* dst = out + out_offset[r] + 8 * j + 2 * t;
+      dst[0] = FromF32<T>(st.o[j][2 * r] * inv_l);
+      dst[1] = FromF32<T>(st.o[j][2 * r + 1] * inv_l);
+    }
+  }
+}
+
+// Launches PrefillTcKernel over the plan's tiles.
+template <typename T, int kHeadDim>
+cudaError_t LaunchPrefillTc(const PagedAttentionParams& p, cudaStream_t stream) {
+  if (p.num_tiles == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(p.num_kv_heads));
+  PrefillTcKernel<T, kHeadDim><<<grid, kPrefillWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,45 @@
+// Entry points of the CUDA backend. This header includes no CUDA header, so plain C++
+// (the backend factory) can call it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+
+namespace pagoda::kernels {
+
+// Settings of the CUDA backend beyond BackendOptions.
+struct CudaOptions {
+  // Element type of activations, weights and the KV cache: kF32 (exact, CUDA cores only),
+  // kBF16 (default) or kF16.
+  DType dtype = DType::kBF16;
+  // Always use the CUDA-core attention kernel, even where the tensor-core one applies.
+  bool generic_attention = false;
+  // Split-KV partition in tokens: < 0 chosen per batch, 0 never split, > 0 forced.
+  int32_t split_kv_partition = -1;
+};
+
+// OK when a CUDA device can be used; otherwise Unavailable with the reason.
+absl::Status CudaDeviceAvailable();
+// CudaOptions from the environment: PAGODA_CUDA_DTYPE=f32|bf16|f16,
+// PAGODA_CUDA_ATTENTION=auto|generic, PAGODA_CUDA_SPLIT_KV=auto|off|<tokens>. InvalidArgument
+// for a value outside those.
+absl::StatusOr<CudaOptions> CudaOptionsFromEnv();
+// A backend on device `options.device_index` with CudaOptionsFromEnv(); Unavailable when
+// there is no usable device.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options);
+// As above with explicit CUDA settings.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options,
+                                                           const CudaOptions& cuda);
+
+// ids[r] = index of the largest element of row r of `logits` (first one on ties), copied to
+// the host. `backend` must be a CUDA backend holding `logits`; InvalidArgument otherwise.
+absl::Status CudaArgmaxRows(Backend* backend, const Tensor& logits, int32_t* host_ids);
+// probs [rows, cols] fp32 (backend memory) = softmax(logits / temperature) per row, queued.
+// InvalidArgument for a non-CUDA backend, mismatched shapes or temperature <= 0.
+absl::Status CudaSoftmaxRows(Backend* backend, const Tensor& logits, float temperature,
+                             const Tensor& probs);
+
+}  // namespace pagoda::kernels

@@ -1,0 +1,116 @@
+// The CUDA backend class, internal to kernels/cuda (everything else goes through
+// cuda_backend.h). Memory, batch upload and the factory live in cuda_backend.cc, the
+// operators in cuda_ops.cc.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace pagoda::kernels::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // A backend on `device` (already checked usable). Internal/Unavailable on CUDA failures.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int device,
+                                                             const CudaOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  DType activation_dtype() const override { return options_.dtype; }
+  DType kv_dtype() const override { return options_.dtype; }
+
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
+  absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  absl::Status Zero(void* dst, size_t bytes) override;
+  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
+                                           int64_t cols) override;
+  absl::Status ReadF32(const Tensor& x, float* host) override;
+  absl::Status Synchronize() override;
+  absl::Status PrepareBatch(const BatchInput& batch) override;
+
+  void Embed(const Tensor& table, const Tensor& out) override;
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void Rope(const Tensor& q, const Tensor& k, const RopeParams& params) override;
+  void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void Add(const Tensor& x, const Tensor& y) override;
+  void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,
+               int32_t layer) override;
+  void Attention(const Tensor& q, const PagedKvCache& cache, int32_t layer,
+                 const AttentionParams& params, const Tensor& out) override;
+  void GatherLogitRows(const Tensor& x, const Tensor& out) override;
+
+  // See CudaArgmaxRows / CudaSoftmaxRows in cuda_backend.h.
+  absl::Status ArgmaxRows(const Tensor& logits, int32_t* host_ids);
+  absl::Status SoftmaxRows(const Tensor& logits, float temperature, const Tensor& probs);
+  // The plan the last Attention call used (for tests and benchmarks).
+  const AttentionPlan& last_plan() const { return plan_; }
+
+ private:
+  // Device copies of the prepared batch's arrays.
+  struct DeviceBatch {
+    const int32_t* token_ids = nullptr;
+    const int32_t* positions = nullptr;
+    const int32_t* slot_mapping = nullptr;
+    const int32_t* block_tables = nullptr;
+    const int32_t* logits_indices = nullptr;
+  };
+  // What a plan depends on besides the batch.
+  struct PlanKey {
+    AttentionPath path = AttentionPath::kGeneric;
+    int32_t num_heads = 0;
+    int32_t num_kv_heads = 0;
+    int32_t num_blocks = 0;
+    int32_t block_size = 0;
+    bool operator==(const PlanKey&) const = default;
+  };
+
+  CudaBackend(int device, const CudaOptions& options, cudaStream_t stream,
+              cublasHandle_t cublas, int num_sms);
+  // Keeps the first failure until Synchronize, ReadF32 or CopyToHost reports it.
+  void Record(absl::Status status);
+  // Records a launch error of op `op`.
+  void RecordLaunch(cudaError_t err, std::string_view op);
+  // False (and a recorded FailedPrecondition) when no batch has been prepared.
+  bool HaveBatch(std::string_view op);
+  // Waits for the stream and returns (and clears) the first failure.
+  absl::Status SyncAndTakeStatus();
+  // Builds and uploads the plan of the current batch for `key` unless it is current.
+  absl::Status EnsurePlan(const PlanKey& key, int32_t head_dim);
+
+  int device_;
+  CudaOptions options_;
+  cudaStream_t stream_;
+  cublasHandle_t cublas_;
+  int num_sms_;
+  absl::Status status_;
+
+  BatchInput batch_;  // host copy of the prepared batch
+  bool has_batch_ = false;
+  DeviceBatch dev_batch_;
+  UploadBuffer batch_upload_;
+
+  bool plan_current_ = false;
+  PlanKey plan_key_;
+  AttentionPlan plan_;
+  const AttentionItem* dev_items_ = nullptr;
+  const PrefillTile* dev_tiles_ = nullptr;
+  const SplitToken* dev_splits_ = nullptr;
+  UploadBuffer plan_upload_;
+  ScratchBuffer partials_;  // split-KV partial rows
+
+  ScratchBuffer convert_;  // fp32 staging of CreateWeight and ReadF32
+  ScratchBuffer ids_;      // argmax results
+};
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,56 @@
+// Layout of the paged KV cache: one allocation holding K and V of every layer.
+//
+//   [num_layers][2 (K=0, V=1)][num_blocks][block_size][num_kv_heads][head_dim]
+//
+// A slot is a (block, offset) pair flattened as slot = block * block_size + offset. Token t
+// of a sequence with block table T lives at slot T[t / block_size] * block_size +
+// t % block_size, so the K vector of that token for layer l and KV head h starts at element
+//   ((l * 2 + 0) * num_blocks * block_size + slot) * num_kv_heads * head_dim + h * head_dim
+// and its V vector at the same place with (l * 2 + 1). NHD inside a block keeps one token's
+// heads adjacent, so writing a new token is one contiguous store per layer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace pagoda::kernels {
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  DType dtype = DType::kF32;
+
+  // Elements of one token's K (or V) in one layer.
+  int64_t token_elems() const { return int64_t{num_kv_heads} * head_dim; }
+  // Elements of all of K (or V) in one layer.
+  int64_t plane_elems() const { return int64_t{num_blocks} * block_size * token_elems(); }
+  // Bytes of the whole cache.
+  size_t total_bytes() const {
+    return static_cast<size_t>(2 * num_layers * plane_elems()) * DTypeSize(dtype);
+  }
+  // Bytes one block takes across all layers, K and V.
+  size_t bytes_per_block() const {
+    return static_cast<size_t>(2 * num_layers * block_size * token_elems()) * DTypeSize(dtype);
+  }
+};
+
+// A view of the cache memory (owned elsewhere) with its shape. Trivially copyable, so it
+// can be passed by value to device kernels.
+struct PagedKvCache {
+  void* data = nullptr;
+  KvCacheShape shape;
+
+  // Start of K (kind 0) or V (kind 1) of `layer`: [num_blocks * block_size][kv_heads][head_dim].
+  void* Plane(int32_t layer, int32_t kind) const {
+    return static_cast<char*>(data) +
+           static_cast<size_t>((int64_t{layer} * 2 + kind) * shape.plane_elems()) *
+               DTypeSize(shape.dtype);
+  }
+};
+
+}  // namespace pagoda::kernels

@@ -1,0 +1,47 @@
+// Byte-level BPE as GGUF `gpt2` vocabularies (GPT-2, Llama 3, ...) use it: text is split by
+// GPT-2's pre-tokenizer, each byte is spelled as one printable character (GPT-2's
+// byte-to-unicode table), and adjacent symbols merge lowest-rank-first.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "model/tokenizer.h"
+
+namespace pagoda::model {
+
+// GPT-2's byte-to-unicode table: the code point that spells byte `b` in vocabulary pieces.
+// Bytes 33..126, 161..172 and 174..255 spell themselves; the other 68 bytes take 256, 257,
+// ... in increasing byte order.
+uint32_t Gpt2ByteToCodePoint(uint8_t b);
+
+class Gpt2Tokenizer final : public Tokenizer {
+ public:
+  // `spec` must have passed Tokenizer::Create's validation; InvalidArgument when a merge is
+  // not "left right" with both sides non-empty.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec);
+
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
+  std::string TokenBytes(int32_t id) const override;
+
+ private:
+  explicit Gpt2Tokenizer(TokenizerSpec spec);
+  // Appends the ids of one pre-token.
+  void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
+  // Appends the id of a merged symbol; one id per character when it is no piece.
+  void EmitSymbol(std::string_view symbol, std::vector<int32_t>* ids) const;
+
+  std::array<std::string, 256> byte_text_;  // byte -> its spelling (UTF-8)
+  // Rank per merge, keyed "left right" exactly as stored (spelled pieces hold no U+0020).
+  absl::flat_hash_map<std::string, int32_t> merge_rank_;
+  // Pieces text may encode to (control, unknown and unused tokens excluded).
+  absl::flat_hash_map<std::string, int32_t> piece_to_id_;
+  std::vector<std::string> token_bytes_;  // TokenBytes per id
+};
+
+}  // namespace pagoda::model

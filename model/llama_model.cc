@@ -1,0 +1,198 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pagoda::model {
+namespace {
+
+using kernels::OwnedTensor;
+using kernels::Tensor;
+
+// Reads tensor `name`, which must hold a [rows, cols] matrix (ggml dims {cols, rows}; a
+// vector when rows == 1), as fp32 and appends it to `out`.
+absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, int64_t rows,
+                          int64_t cols, std::vector<float>* out) {
+  const gguf::TensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("model: tensor ", name, " missing"));
+  const bool shape_ok =
+      rows == 1 ? (t->dims.size() == 1 && t->dims[0] == static_cast<uint64_t>(cols))
+                : (t->dims.size() == 2 && t->dims[0] == static_cast<uint64_t>(cols) &&
+                   t->dims[1] == static_cast<uint64_t>(rows));
+  if (!shape_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: tensor ", name, " has the wrong shape (want ", rows, " x ", cols, ")"));
+  }
+  const size_t start = out->size();
+  out->resize(start + static_cast<size_t>(rows * cols));
+  return gguf::DequantizeToF32(*t, absl::MakeSpan(out->data() + start, rows * cols));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const gguf::GgufFile& file,
+                                                             kernels::Backend* backend) {
+  ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(config), backend));
+  RETURN_IF_ERROR(model->LoadWeights(file));
+  return model;
+}
+
+absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
+  const LlamaConfig& c = config_;
+  std::vector<float> host;
+  // Loads the listed [rows, cols] tensors stacked by rows into one backend weight.
+  auto load = [&](std::initializer_list<std::pair<std::string, int64_t>> parts, int64_t cols,
+                  OwnedTensor* dst) -> absl::Status {
+    host.clear();
+    int64_t rows = 0;
+    for (const auto& [name, r] : parts) {
+      RETURN_IF_ERROR(AppendMatrix(file, name, r, cols, &host));
+      rows += r;
+    }
+    ASSIGN_OR_RETURN(*dst, backend_->CreateWeight(host.data(), rows, cols));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(load({{"token_embd.weight", c.vocab_size}}, c.dim, &token_embd_));
+  RETURN_IF_ERROR(load({{"output_norm.weight", 1}}, c.dim, &output_norm_));
+  if (!c.tied_embeddings) {
+    RETURN_IF_ERROR(load({{"output.weight", c.vocab_size}}, c.dim, &output_));
+  }
+  layers_.resize(c.num_layers);
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    Layer& L = layers_[l];
+    RETURN_IF_ERROR(load({{p + "attn_norm.weight", 1}}, c.dim, &L.attn_norm));
+    RETURN_IF_ERROR(load({{p + "attn_q.weight", c.q_dim()},
+                          {p + "attn_k.weight", c.kv_dim()},
+                          {p + "attn_v.weight", c.kv_dim()}},
+                         c.dim, &L.wqkv));
+    RETURN_IF_ERROR(load({{p + "attn_output.weight", c.dim}}, c.q_dim(), &L.wo));
+    RETURN_IF_ERROR(load({{p + "ffn_norm.weight", 1}}, c.dim, &L.ffn_norm));
+    RETURN_IF_ERROR(load({{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}},
+                         c.dim, &L.w_gate_up));
+    RETURN_IF_ERROR(load({{p + "ffn_down.weight", c.dim}}, c.ffn_dim, &L.w_down));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::EnsureWorkspace(int64_t tokens, int64_t logit_rows) {
+  const kernels::DType dt = backend_->activation_dtype();
+  const LlamaConfig& c = config_;
+  if (tokens > ws_.tokens) {
+    const int64_t n = std::max(tokens, ws_.tokens * 2);
+    ASSIGN_OR_RETURN(ws_.x, backend_->AllocateTensor(dt, n, c.dim));
+    ASSIGN_OR_RETURN(ws_.xn, backend_->AllocateTensor(dt, n, c.dim));
+    ASSIGN_OR_RETURN(ws_.qkv, backend_->AllocateTensor(dt, n, c.q_dim() + 2 * c.kv_dim()));
+    ASSIGN_OR_RETURN(ws_.attn, backend_->AllocateTensor(dt, n, c.q_dim()));
+    ASSIGN_OR_RETURN(ws_.gate_up, backend_->AllocateTensor(dt, n, 2 * int64_t{c.ffn_dim}));
+    ASSIGN_OR_RETURN(ws_.act, backend_->AllocateTensor(dt, n, c.ffn_dim));
+    ASSIGN_OR_RETURN(ws_.proj, backend_->AllocateTensor(dt, n, c.dim));
+    ws_.tokens = n;
+  }
+  if (logit_rows > ws_.logit_rows) {
+    const int64_t n = std::max(logit_rows, ws_.logit_rows * 2);
+    ASSIGN_OR_RETURN(ws_.last, backend_->AllocateTensor(dt, n, c.dim));
+    ASSIGN_OR_RETURN(ws_.last_norm, backend_->AllocateTensor(dt, n, c.dim));
+    ASSIGN_OR_RETURN(ws_.logits, backend_->AllocateTensor(dt, n, c.vocab_size));
+    ws_.logit_rows = n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::ValidateBatch(const kernels::BatchInput& b,
+                                       const kernels::PagedKvCache& cache) const {
+  const int32_t n = b.num_tokens();
+  if (n == 0 || b.positions.size() != static_cast<size_t>(n) ||
+      b.slot_mapping.size() != static_cast<size_t>(n) ||
+      b.query_start_loc.size() != static_cast<size_t>(b.num_seqs() + 1) ||
+      b.query_start_loc.front() != 0 || b.query_start_loc.back() != n ||
+      b.block_tables.size() != static_cast<size_t>(b.num_seqs()) * b.max_blocks_per_seq) {
+    return absl::InvalidArgumentError("model: inconsistent batch metadata");
+  }
+  for (int32_t id : b.token_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("model: token id ", id, " outside vocabulary"));
+    }
+  }
+  for (int32_t row : b.logits_indices) {
+    if (row < 0 || row >= n) return absl::InvalidArgumentError("model: bad logits index");
+  }
+  const int64_t slots = int64_t{cache.shape.num_blocks} * cache.shape.block_size;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    const int32_t q_len = b.query_start_loc[s + 1] - b.query_start_loc[s];
+    if (q_len < 0 || b.seq_lens[s] < q_len ||
+        b.seq_lens[s] > int64_t{b.max_blocks_per_seq} * cache.shape.block_size) {
+      return absl::InvalidArgumentError("model: sequence length outside its block table");
+    }
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (b.slot_mapping[i] >= slots || b.positions[i] < 0) {
+      return absl::InvalidArgumentError("model: slot or position out of range");
+    }
+  }
+  for (int32_t block : b.block_tables) {
+    if (block < 0 || block >= cache.shape.num_blocks) {
+      return absl::InvalidArgumentError("model: block id out of range");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int64_t n) {
+  const LlamaConfig& c = config_;
+  const Layer& L = layers_[index];
+  kernels::Backend& be = *backend_;
+  const Tensor x = ws_.x.view.Rows(0, n);
+  const Tensor xn = ws_.xn.view.Rows(0, n);
+  const Tensor qkv = ws_.qkv.view.Rows(0, n);
+  const Tensor q = qkv.Cols(0, c.q_dim());
+  const Tensor k = qkv.Cols(c.q_dim(), c.kv_dim());
+  const Tensor v = qkv.Cols(c.q_dim() + c.kv_dim(), c.kv_dim());
+  const Tensor attn = ws_.attn.view.Rows(0, n);
+  const Tensor proj = ws_.proj.view.Rows(0, n);
+  const Tensor gate_up = ws_.gate_up.view.Rows(0, n);
+  const Tensor act = ws_.act.view.Rows(0, n);
+
+  be.RmsNorm(x, L.attn_norm.view, c.rms_eps, xn);
+  be.MatMul(xn, L.wqkv.view, qkv);
+  be.Rope(q, k,
+          {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+           .rope_dim = c.rope_dim, .freq_base = c.rope_freq_base});
+  be.WriteKv(k, v, cache, index);
+  be.Attention(q, cache, index,
+               {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads,
+                .head_dim = c.head_dim, .scale = 1.f / std::sqrt(static_cast<float>(c.head_dim))},
+               attn);
+  be.MatMul(attn, L.wo.view, proj);
+  be.Add(x, proj);
+  be.RmsNorm(x, L.ffn_norm.view, c.rms_eps, xn);
+  be.MatMul(xn, L.w_gate_up.view, gate_up);
+  be.SiluMul(gate_up.Cols(0, c.ffn_dim), gate_up.Cols(c.ffn_dim, c.ffn_dim), act);
+  be.MatMul(act, L.w_down.view, proj);
+  be.Add(x, proj);
+}
+
+absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
+                                 const kernels::PagedKvCache& cache, float* logits) {
+  RETURN_IF_ERROR(ValidateBatch(batch, cache));
+  const int64_t n = batch.num_tokens();
+  const int64_t rows = batch.num_logits();
+  RETURN_IF_ERROR(EnsureWorkspace(n, std::max<int64_t>(rows, 1)));
+  RETURN_IF_ERROR(backend_->PrepareBatch(batch));
+  backend_->Embed(token_embd_.view, ws_.x.view.Rows(0, n));
+  for (int32_t l = 0; l < config_.num_layers; ++l) RunLayer(l, cache, n);
+  if (rows == 0) return backend_->Synchronize();
+  // The final norm is row-wise, so only the rows that need logits go through it.
+  const Tensor last = ws_.last.view.Rows(0, rows);
+  const Tensor last_norm = ws_.last_norm.view.Rows(0, rows);
+  const Tensor out = ws_.logits.view.Rows(0, rows);
+  backend_->GatherLogitRows(ws_.x.view.Rows(0, n), last);
+  backend_->RmsNorm(last, output_norm_.view, config_.rms_eps, last_norm);
+  backend_->MatMul(last_norm, config_.tied_embeddings ? token_embd_.view : output_.view, out);
+  return backend_->ReadF32(out, logits);
+}
+
+}  // namespace pagoda::model

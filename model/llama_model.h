@@ -1,0 +1,64 @@
+// The Llama-family forward pass, written once against the kernels::Backend interface.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "model/gguf.h"
+#include "model/llama_config.h"
+
+namespace pagoda::model {
+
+class LlamaModel {
+ public:
+  // Reads the config and every weight from `file` into `backend` memory (fused QKV and
+  // gate|up matrices). InvalidArgument on a missing or mis-shaped tensor.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const gguf::GgufFile& file,
+                                                          kernels::Backend* backend);
+
+  const LlamaConfig& config() const { return config_; }
+  kernels::Backend* backend() const { return backend_; }
+
+  // Runs one step over `batch`: writes the K/V of its tokens into `cache` and stores the
+  // logits of the batch.logits_indices rows in `logits` [num_logits * vocab_size] (host).
+  // InvalidArgument for token ids outside the vocabulary or malformed batch metadata.
+  absl::Status Forward(const kernels::BatchInput& batch, const kernels::PagedKvCache& cache,
+                       float* logits);
+
+ private:
+  struct Layer {
+    kernels::OwnedTensor attn_norm;  // [1, dim]
+    kernels::OwnedTensor wqkv;       // [q_dim + 2 * kv_dim, dim]: rows of Wq, Wk, Wv
+    kernels::OwnedTensor wo;         // [dim, q_dim]
+    kernels::OwnedTensor ffn_norm;   // [1, dim]
+    kernels::OwnedTensor w_gate_up;  // [2 * ffn_dim, dim]: rows of Wgate, Wup
+    kernels::OwnedTensor w_down;     // [dim, ffn_dim]
+  };
+  // Activation buffers sized for `tokens` batch rows and `logit_rows` logits rows.
+  struct Workspace {
+    int64_t tokens = 0;
+    int64_t logit_rows = 0;
+    kernels::OwnedTensor x, xn, qkv, attn, gate_up, act, proj;  // per token
+    kernels::OwnedTensor last, last_norm, logits;               // per logits row
+  };
+
+  LlamaModel(LlamaConfig config, kernels::Backend* backend)
+      : config_(std::move(config)), backend_(backend) {}
+  absl::Status LoadWeights(const gguf::GgufFile& file);
+  absl::Status EnsureWorkspace(int64_t tokens, int64_t logit_rows);
+  absl::Status ValidateBatch(const kernels::BatchInput& batch,
+                             const kernels::PagedKvCache& cache) const;
+  void RunLayer(int32_t index, const kernels::PagedKvCache& cache, int64_t n);
+
+  LlamaConfig config_;
+  kernels::Backend* backend_;
+  kernels::OwnedTensor token_embd_;   // [vocab, dim]
+  kernels::OwnedTensor output_norm_;  // [1, dim]
+  kernels::OwnedTensor output_;       // [vocab, dim]; empty when tied to token_embd_
+  std::vector<Layer> layers_;
+  Workspace ws_;
+};
+
+}  // namespace pagoda::model

@@ -1,0 +1,44 @@
+// Deterministic random-weight Llama models for tests and benchmarks, written as GGUF with a
+// SentencePiece-style byte-fallback tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
+
+namespace pagoda::model {
+
+struct ModelPreset {
+  std::string name;
+  int32_t vocab_size;
+  int32_t dim;
+  int32_t num_layers;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t ffn_dim;
+  int32_t context_length;
+  bool tied_embeddings;
+  std::string description;
+};
+
+// The built-in presets, smallest first ("tiny" ... "1b").
+const std::vector<ModelPreset>& ModelPresets();
+// The preset called `name`; NotFound lists the known names.
+absl::StatusOr<ModelPreset> FindPreset(const std::string& name);
+// The preset pagoda runs when no --model is given.
+inline constexpr char kDefaultPreset[] = "tiny";
+
+// A GGUF image of `preset` with weights drawn from `seed`, stored as `dtype` (F32, F16 or BF16).
+absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& preset, uint64_t seed,
+                                           gguf::TensorType dtype);
+// The default preset (seed 0, F32) parsed in memory: the embedded default model.
+absl::StatusOr<std::unique_ptr<gguf::GgufFile>> BuiltinModel();
+// The file at `path`, or the embedded default model when `path` is empty.
+absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenModel(const std::string& path);
+
+}  // namespace pagoda::model

@@ -1,0 +1,104 @@
+// Tokenizers stored in GGUF metadata: `llama` (SentencePiece-style BPE by scores, byte
+// fallback, dummy-prefix space) and `gpt2` (byte-level BPE by merge ranks).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/gguf.h"
+
+namespace pagoda::model {
+
+// Token kinds as GGUF's tokenizer.ggml.token_type numbers them.
+enum class TokenType : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+// Everything a tokenizer is built from (what GGUF's tokenizer.ggml.* keys hold).
+struct TokenizerSpec {
+  std::string model;                 // "llama" or "gpt2"
+  std::vector<std::string> tokens;   // piece text per id
+  std::vector<float> scores;         // llama: merge priority per id (may be empty for gpt2)
+  std::vector<int32_t> token_types;  // TokenType per id (empty: see Create)
+  std::vector<std::string> merges;   // gpt2: "left right" in rank order
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t unk_id = -1;
+  bool add_bos = true;
+  bool add_space_prefix = true;  // llama: prepend one space to the text before encoding
+};
+
+// Immutable once created: every method is const and may be called from many threads.
+// What tokens decode to: normal and user-defined pieces their text (llama: "▁" as a space;
+// gpt2: normal pieces through the byte table, user-defined ones as stored), byte tokens
+// their byte, control, unknown (<unk>) and unused tokens nothing.
+class Tokenizer {
+ public:
+  // Validates the spec (ids in range, known model, array lengths, ...) and builds lookup
+  // tables; InvalidArgument when the spec is malformed. With empty token_types every token is
+  // normal except that bos/eos become control and (llama) "<0xXX>" pieces become byte tokens.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec);
+  // Reads tokenizer.ggml.* from a GGUF file; InvalidArgument when a required key is missing
+  // or has the wrong type, or the resulting spec is malformed.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const gguf::GgufFile& file);
+  virtual ~Tokenizer() = default;
+
+  // Token ids of `text` (special-token text is not parsed), with BOS first when `add_bos`.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
+  // The bytes token `id` contributes to text (not necessarily valid UTF-8 alone: byte tokens
+  // carry single bytes); "" for control, unknown, unused and out-of-range ids.
+  virtual std::string TokenBytes(int32_t id) const = 0;
+
+  // Concatenated TokenBytes of `ids` as valid UTF-8 (each byte that cannot form a character
+  // becomes U+FFFD); with `strip_leading_space` a single leading space produced by a llama
+  // dummy prefix at the start of text is dropped (SentencePiece).
+  std::string Decode(absl::Span<const int32_t> ids, bool strip_leading_space = true) const;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(spec_.tokens.size()); }
+  int32_t bos_id() const { return spec_.bos_id; }
+  int32_t eos_id() const { return spec_.eos_id; }
+  bool add_bos() const { return spec_.add_bos; }
+  const std::string& model() const { return spec_.model; }
+  // The stored piece text of `id` (e.g. "▁the", "<0x0A>"); "" when out of range.
+  std::string_view Piece(int32_t id) const;
+  // True for control tokens (BOS, EOS, ...), which decode to nothing.
+  bool IsControl(int32_t id) const;
+
+ protected:
+  explicit Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {}
+  // Type of a valid id (Create fills token_types to one entry per token).
+  TokenType type_of(int32_t id) const { return static_cast<TokenType>(spec_.token_types[id]); }
+  bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
+
+  TokenizerSpec spec_;
+};
+
+// Turns a stream of token ids into text deltas that never split a UTF-8 character:
+// bytes of an incomplete character are held until it completes; bytes that can never form
+// one become U+FFFD, so every delta is valid UTF-8. The deltas of ids followed by Flush()
+// concatenate to tokenizer->Decode(ids, false). Never strips a leading space.
+class IncrementalDetokenizer {
+ public:
+  explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // Appends one token; returns the newly completed text (possibly empty).
+  std::string Append(int32_t id);
+  // Returns held bytes (an unfinished character), each as U+FFFD; resets the hold.
+  std::string Flush();
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;  // bytes of an incomplete trailing UTF-8 character
+};
+
+}  // namespace pagoda::model

@@ -1,0 +1,245 @@
+#include "server/generate_reactor.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "pagoda/internal/raw_generate_request.pb.h"
+#include "server/request_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace pagoda::server {
+namespace {
+
+// Hands engine deliveries to the reactor; holds it alive until the engine lets go.
+class ReactorSink final : public engine::OutputSink {
+ public:
+  explicit ReactorSink(std::shared_ptr<GenerateReactor> reactor) : reactor_(std::move(reactor)) {}
+  void OnOutput(engine::GenerationOutput output) override { reactor_->Deliver(std::move(output)); }
+
+ private:
+  std::shared_ptr<GenerateReactor> reactor_;
+};
+
+grpc::ByteBuffer Serialize(const v1::GenerateResponse& response) {
+  const std::string bytes = response.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// Folds chunk `next` into `into`: tokens, text and logprobs append; a final status wins.
+void Merge(const v1::GenerateResponse& next, v1::GenerateResponse* into) {
+  into->mutable_token_ids()->MergeFrom(next.token_ids());
+  into->mutable_text()->append(next.text());
+  into->mutable_logprobs()->MergeFrom(next.logprobs());
+  if (!next.finish_reason().empty()) into->set_finish_reason(next.finish_reason());
+  if (next.has_usage()) *into->mutable_usage() = next.usage();
+}
+
+}  // namespace
+
+GenerateReactor::GenerateReactor(const StreamDeps& deps) : deps_(deps) {
+  deps_.active_streams->fetch_add(1);
+}
+
+GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const StreamDeps& deps) {
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(deps));
+  reactor->self_ = reactor;
+  reactor->Begin(request);
+  return reactor.get();
+}
+
+void GenerateReactor::Reject(const absl::Status& status) {
+  deps_.metrics->request_failure.Inc(absl::StatusCodeToString(status.code()));
+  spdlog::info("request rejected: {} ({})", std::string(status.message()),
+               absl::StatusCodeToString(status.code()));
+  {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+  }
+  Finish(ToGrpcStatus(status));
+}
+
+void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
+  if (deps_.draining->load()) {
+    Reject(absl::UnavailableError("server is draining; send new requests elsewhere"));
+    return;
+  }
+  internal::RawGenerateRequest raw;
+  grpc::ByteBuffer copy(*request);
+  grpc::ProtoBufferReader reader(&copy);
+  if (!raw.ParseFromZeroCopyStream(&reader)) {
+    Reject(absl::InvalidArgumentError("request: not a valid GenerateRequest message"));
+    return;
+  }
+  absl::StatusOr<engine::GenerationRequest> converted = ToEngineRequest(raw);
+  if (!converted.ok()) {
+    Reject(converted.status());
+    return;
+  }
+  absl::StatusOr<engine::SubmitResult> submitted =
+      deps_.engine->Submit(*std::move(converted), std::make_shared<ReactorSink>(self_));
+  if (!submitted.ok()) {
+    Reject(submitted.status());
+    return;
+  }
+  deps_.metrics->prompt_tokens.fetch_add(submitted->prompt_tokens);
+  spdlog::debug("[{}] accepted: {} prompt tokens", submitted->request_id, submitted->prompt_tokens);
+  v1::GenerateResponse first;
+  first.set_request_id(submitted->request_id);
+  first.mutable_usage()->set_prompt_tokens(submitted->prompt_tokens);
+  Action action;
+  bool abort_now;
+  {
+    absl::MutexLock lock(&mu_);
+    request_id_ = submitted->request_id;
+    handle_ = submitted->handle;
+    submitted_ = true;
+    queue_.push_front({std::move(first), false});
+    accepting_ = true;
+    abort_now = cancelled_ && !engine_done_;
+    action = NextActionLocked();
+  }
+  if (abort_now) deps_.engine->Abort(submitted->handle);
+  Perform(action);
+}
+
+void GenerateReactor::Enqueue(v1::GenerateResponse response, bool mergeable) {
+  if (writing_ && !queue_.empty() && queue_.back().mergeable) {
+    Merge(response, &queue_.back().response);
+    return;
+  }
+  response.set_request_id(request_id_);
+  queue_.push_back({std::move(response), mergeable});
+}
+
+void GenerateReactor::RecordDelivery(const engine::GenerationOutput& output) {
+  ServerMetrics& m = *deps_.metrics;
+  const size_t n = output.token_ids.size();
+  if (n > 0) {
+    const absl::Time now = absl::Now();
+    m.generation_tokens.fetch_add(static_cast<int64_t>(n));
+    if (last_token_time_ != absl::InfinitePast()) {
+      const double gap = absl::ToDoubleSeconds(now - last_token_time_) / static_cast<double>(n);
+      for (size_t i = 0; i < n; ++i) m.inter_token_latency.Observe(gap);
+    }
+    last_token_time_ = now;
+  }
+  if (!output.finished()) return;
+  if (output.finish_reason == engine::FinishReason::kError) {
+    m.request_failure.Inc(absl::StatusCodeToString(output.error.code()));
+    return;
+  }
+  m.request_success.Inc(engine::FinishReasonName(output.finish_reason));
+  m.e2e_request_latency.Observe(absl::ToDoubleSeconds(absl::Now() - start_time_));
+  m.request_queue_time.Observe(absl::ToDoubleSeconds(output.usage.queue_time));
+  if (output.usage.completion_tokens > 0) {
+    m.time_to_first_token.Observe(absl::ToDoubleSeconds(output.usage.time_to_first_token));
+  }
+}
+
+void GenerateReactor::Deliver(engine::GenerationOutput output) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (output.finished()) engine_done_ = true;
+    if (finished_ || finish_pending_) return;  // cancelled: nobody is listening
+    RecordDelivery(output);
+    if (output.finish_reason == engine::FinishReason::kError) {
+      spdlog::warn("[{}] failed: {}", request_id_, std::string(output.error.message()));
+      final_status_ = ToGrpcStatus(output.error);
+      finish_pending_ = true;
+    } else {
+      v1::GenerateResponse response;
+      ToResponse(output, &response);
+      Enqueue(std::move(response), true);
+      if (output.finished()) {
+        spdlog::debug("[{}] finished: {}, {} tokens", request_id_,
+                      engine::FinishReasonName(output.finish_reason),
+                      output.usage.completion_tokens);
+        final_status_ = grpc::Status::OK;
+        finish_pending_ = true;
+      }
+    }
+    action = NextActionLocked();
+  }
+  Perform(action);
+}
+
+GenerateReactor::Action GenerateReactor::NextActionLocked() {
+  if (writing_ || finished_ || !accepting_) return Action::kNone;
+  if (!queue_.empty()) {
+    current_ = Serialize(queue_.front().response);
+    queue_.pop_front();
+    writing_ = true;
+    return Action::kWrite;
+  }
+  if (finish_pending_) {
+    finished_ = true;
+    return Action::kFinish;
+  }
+  return Action::kNone;
+}
+
+void GenerateReactor::Perform(Action action) {
+  if (action == Action::kWrite) {
+    StartWrite(&current_);
+  } else if (action == Action::kFinish) {
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      status = final_status_;
+    }
+    Finish(status);
+  }
+}
+
+void GenerateReactor::OnWriteDone(bool ok) {
+  Action action;
+  bool abort_now = false;
+  engine::RequestHandle handle;
+  {
+    absl::MutexLock lock(&mu_);
+    handle = handle_;
+    writing_ = false;
+    if (!ok && !finish_pending_) {
+      // The stream broke (the client went away): stop the engine work too.
+      queue_.clear();
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client");
+      finish_pending_ = true;
+      abort_now = submitted_ && !engine_done_;
+    }
+    action = NextActionLocked();
+  }
+  if (abort_now) deps_.engine->Abort(handle);
+  Perform(action);
+}
+
+void GenerateReactor::OnCancel() {
+  Action action;
+  bool abort_now = false;
+  engine::RequestHandle handle;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    handle = handle_;
+    if (!engine_done_ && !finished_) {
+      deps_.metrics->requests_cancelled.fetch_add(1);
+      spdlog::info("[{}] cancelled by the client", request_id_);
+    }
+    abort_now = submitted_ && !engine_done_;
+    queue_.clear();
+    if (!finish_pending_) {
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+      finish_pending_ = true;
+    }
+    action = NextActionLocked();
+  }
+  if (abort_now) deps_.engine->Abort(handle);
+  Perform(action);
+}
+
+void GenerateReactor::OnDone() {
+  deps_.active_streams->fetch_sub(1);
+  std::shared_ptr<GenerateReactor> keep = std::move(self_);  // may be the last reference
+}
+
+}  // namespace pagoda::server

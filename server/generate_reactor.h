@@ -1,0 +1,76 @@
+// One Generate stream: a ServerWriteReactor with one write in flight and a small queue of
+// pending responses, fed by the engine thread through an OutputSink. Reactions never block.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "pagoda/v1/generation.pb.h"
+#include "server/metrics.h"
+
+namespace pagoda::server {
+
+// What a stream needs from the service around it.
+struct StreamDeps {
+  engine::Engine* engine = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::atomic<int64_t>* active_streams = nullptr;  // incremented while the reactor lives
+  const std::atomic<bool>* draining = nullptr;     // new streams get UNAVAILABLE when set
+};
+
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  // Parses and validates the request and submits it to the engine; errors finish the
+  // stream at once. The reactor keeps itself alive until OnDone.
+  static GenerateReactor* Start(const grpc::ByteBuffer* request, const StreamDeps& deps);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+  // Called by the engine thread with each delivery of this request.
+  void Deliver(engine::GenerationOutput output);
+
+ private:
+  struct Pending {
+    v1::GenerateResponse response;
+    bool mergeable;  // a chunk that later chunks may be folded into
+  };
+  enum class Action { kNone, kWrite, kFinish };
+
+  explicit GenerateReactor(const StreamDeps& deps);
+  void Begin(const grpc::ByteBuffer* request);
+  // Finishes the stream with `status` before it was accepted by the engine.
+  void Reject(const absl::Status& status);
+  // Picks the next gRPC operation; sets the state it implies.
+  Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Perform(Action action);
+  void Enqueue(v1::GenerateResponse response, bool mergeable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordDelivery(const engine::GenerationOutput& output) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  StreamDeps deps_;
+  std::shared_ptr<GenerateReactor> self_;  // released in OnDone
+  const absl::Time start_time_ = absl::Now();
+
+  absl::Mutex mu_;
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  engine::RequestHandle handle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool submitted_ ABSL_GUARDED_BY(mu_) = false;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = false;    // the first message is queued
+  bool engine_done_ ABSL_GUARDED_BY(mu_) = false;  // the engine delivered its last output
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;     // Finish() called
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  absl::Time last_token_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace pagoda::server

@@ -1,0 +1,45 @@
+// The pagoda.v1.Generation service on gRPC's callback API. Generate is registered raw (it
+// parses its request itself, see raw_generate_request.proto); the unary methods are typed.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "engine/engine.h"
+#include "pagoda/v1/generation.grpc.pb.h"
+#include "server/metrics.h"
+
+namespace pagoda::server {
+
+class GenerationService final
+    : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
+ public:
+  GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name);
+
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+  // From now on new Generate streams get UNAVAILABLE.
+  void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  // Generate streams not yet done.
+  int64_t active_streams() const { return active_streams_.load(); }
+
+ private:
+  engine::Engine* engine_;
+  ServerMetrics* metrics_;
+  std::string model_name_;
+  std::atomic<int64_t> active_streams_{0};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace pagoda::server

@@ -1,0 +1,88 @@
+#include "server/request_convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "model/utf8.h"
+
+namespace pagoda::server {
+namespace {
+
+bool IsValidUtf8(const std::string& s) {
+  for (size_t i = 0, len = 0; i < s.size(); i += len) {
+    if (model::CheckUtf8Char(std::string_view(s).substr(i), &len) != model::Utf8Status::kComplete) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<engine::GenerationRequest> ToEngineRequest(
+    const internal::RawGenerateRequest& raw) {
+  engine::GenerationRequest r;
+  if (!IsValidUtf8(raw.request_id())) {
+    return absl::InvalidArgumentError("request_id: is not valid UTF-8");
+  }
+  if (raw.request_id().size() > 256) return absl::InvalidArgumentError("request_id: too long");
+  r.request_id = raw.request_id();
+  if (!raw.prompt().empty() && raw.prompt_token_ids_size() > 0) {
+    return absl::InvalidArgumentError("prompt: give either prompt or prompt_token_ids, not both");
+  }
+  if (!IsValidUtf8(raw.prompt())) return absl::InvalidArgumentError("prompt: is not valid UTF-8");
+  r.prompt = raw.prompt();
+  r.prompt_token_ids.assign(raw.prompt_token_ids().begin(), raw.prompt_token_ids().end());
+  if (raw.has_max_tokens()) r.max_tokens = raw.max_tokens();
+  engine::SamplingParams& s = r.sampling;
+  if (raw.has_temperature()) s.temperature = raw.temperature();
+  if (raw.has_top_k()) s.top_k = raw.top_k();
+  if (raw.has_top_p()) s.top_p = raw.top_p();
+  if (raw.has_min_p()) s.min_p = raw.min_p();
+  if (raw.has_repetition_penalty()) s.repetition_penalty = raw.repetition_penalty();
+  if (raw.has_presence_penalty()) s.presence_penalty = raw.presence_penalty();
+  if (raw.has_frequency_penalty()) s.frequency_penalty = raw.frequency_penalty();
+  if (raw.has_seed()) s.seed = raw.seed();
+  if (raw.has_logprobs()) {
+    if (raw.logprobs() < 0) return absl::InvalidArgumentError("logprobs: must be in [0, 20]");
+    s.logprobs = raw.logprobs();
+  }
+  for (int i = 0; i < raw.stop_size(); ++i) {
+    if (!IsValidUtf8(raw.stop(i))) {
+      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: is not valid UTF-8"));
+    }
+    r.stop.push_back(raw.stop(i));
+  }
+  r.stop_token_ids.assign(raw.stop_token_ids().begin(), raw.stop_token_ids().end());
+  r.ignore_eos = raw.ignore_eos();
+  r.priority = raw.priority();
+  return r;
+}
+
+void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response) {
+  for (int32_t id : output.token_ids) response->add_token_ids(id);
+  response->set_text(output.text);
+  for (const engine::TokenLogprob& lp : output.logprobs) {
+    v1::TokenLogprob* p = response->add_logprobs();
+    p->set_token_id(lp.token_id);
+    p->set_logprob(lp.logprob);
+    for (const auto& [id, l] : lp.top) {
+      v1::TopLogprob* t = p->add_top_logprobs();
+      t->set_token_id(id);
+      t->set_logprob(l);
+    }
+  }
+  if (!output.finished()) return;
+  response->set_finish_reason(engine::FinishReasonName(output.finish_reason));
+  v1::Usage* u = response->mutable_usage();
+  u->set_prompt_tokens(output.usage.prompt_tokens);
+  u->set_completion_tokens(output.usage.completion_tokens);
+  u->set_cached_tokens(output.usage.cached_tokens);
+  u->set_queue_time_seconds(absl::ToDoubleSeconds(output.usage.queue_time));
+  u->set_time_to_first_token_seconds(absl::ToDoubleSeconds(output.usage.time_to_first_token));
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  // absl and gRPC number their canonical codes identically.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,24 @@
+// Conversions at the server edge: wire requests to engine requests, engine outputs to wire
+// responses, absl::Status to grpc::Status. Nothing below the server sees a proto or gRPC type.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "grpcpp/support/status.h"
+#include "pagoda/internal/raw_generate_request.pb.h"
+#include "pagoda/v1/generation.pb.h"
+
+namespace pagoda::server {
+
+// The engine request a wire request describes. InvalidArgument (naming the field) for
+// invalid UTF-8 in prompt/stop/request_id or for both prompt and prompt_token_ids set.
+// Unset optional fields keep the engine defaults.
+absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGenerateRequest& raw);
+
+// Fills `response` (request id aside) from one engine delivery.
+void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response);
+
+// The gRPC status carrying the same code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace pagoda::server

@@ -1,0 +1,73 @@
+// The daemon around one engine: the gRPC server (Generation service, grpc.health.v1,
+// reflection), the Prometheus endpoint, a health watchdog and graceful drain.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+
+namespace grpc {
+class Server;
+}
+namespace httplib {
+class Server;
+}
+
+namespace pagoda::server {
+
+class GenerationService;
+struct ServerMetrics;
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 50051;                 // 0 = pick a free port
+  int metrics_port = 9090;          // 0 = pick a free port; -1 = no metrics endpoint
+  std::string model_name;
+  absl::Duration drain_timeout = absl::Seconds(30);
+  // Health reads NOT_SERVING when the engine has work but made no step for this long.
+  absl::Duration stall_timeout = absl::Seconds(30);
+};
+
+class Server {
+ public:
+  // Binds and starts serving `engine` (which must outlive the server).
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                                       engine::Engine* engine);
+  ~Server();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  // Health NOT_SERVING, new streams UNAVAILABLE, in-flight streams run to completion (up
+  // to drain_timeout), then the gRPC server shuts down. Returns the streams cut off.
+  int64_t Drain();
+  // The Prometheus exposition (what /metrics serves).
+  std::string RenderMetrics() const;
+
+ private:
+  Server(const ServerOptions& options, engine::Engine* engine);
+  absl::Status StartMetricsEndpoint();
+  void WatchdogLoop();
+  void SetServing(bool serving);
+
+  ServerOptions options_;
+  engine::Engine* engine_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  std::thread watchdog_;
+  int port_ = 0;
+  int metrics_port_ = -1;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace pagoda::server
