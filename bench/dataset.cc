@@ -78,8 +78,7 @@ std::vector<BenchRequest> MakeSharedPrefixDataset(const SharedPrefixOptions& opt
   return requests;
 }
 
-absl::StatusOr<std::vector<BenchRequest>> LoadJsonlDataset(const std::string& path,
-                                                           int num_prompts,
+absl::StatusOr<std::vector<BenchRequest>> LoadJsonlDataset(const std::string& path, int num_prompts,
                                                            int default_max_tokens) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read --dataset-path ", path));

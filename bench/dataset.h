@@ -22,11 +22,11 @@ inline constexpr int32_t kFirstRandomTokenId = 3;
 
 struct RandomDatasetOptions {
   int num_prompts = 0;
-  int input_len = 0;         // tokens after the shared prefix
-  int output_len = 0;        // max_tokens
-  double range_ratio = 0;    // lengths uniform in [len * (1 - r), len * (1 + r)], r in [0, 1)
-  int prefix_len = 0;        // random tokens shared by every prompt, before each own part
-  int vocab_size = 0;        // ids are drawn from [kFirstRandomTokenId, vocab_size)
+  int input_len = 0;       // tokens after the shared prefix
+  int output_len = 0;      // max_tokens
+  double range_ratio = 0;  // lengths uniform in [len * (1 - r), len * (1 + r)], r in [0, 1)
+  int prefix_len = 0;      // random tokens shared by every prompt, before each own part
+  int vocab_size = 0;      // ids are drawn from [kFirstRandomTokenId, vocab_size)
 };
 
 // vLLM's "random" dataset: every length is drawn uniformly from the integers in
@@ -36,10 +36,10 @@ std::vector<BenchRequest> MakeRandomDataset(const RandomDatasetOptions& options,
 
 struct SharedPrefixOptions {
   int num_prompts = 0;
-  int num_groups = 1;   // request i belongs to group i % num_groups
-  int prefix_len = 0;   // random tokens shared within a group
-  int suffix_len = 0;   // random tokens of each request's own
-  int output_len = 0;   // max_tokens
+  int num_groups = 1;  // request i belongs to group i % num_groups
+  int prefix_len = 0;  // random tokens shared within a group
+  int suffix_len = 0;  // random tokens of each request's own
+  int output_len = 0;  // max_tokens
   int vocab_size = 0;
 };
 
@@ -52,8 +52,7 @@ std::vector<BenchRequest> MakeSharedPrefixDataset(const SharedPrefixOptions& opt
 // (max_tokens optional: `default_max_tokens` then), in file order, starting over at the
 // top when the file has fewer. Blank lines are skipped. NotFound when the file cannot be
 // read, InvalidArgument (with the line number) for a malformed line or an empty file.
-absl::StatusOr<std::vector<BenchRequest>> LoadJsonlDataset(const std::string& path,
-                                                           int num_prompts,
+absl::StatusOr<std::vector<BenchRequest>> LoadJsonlDataset(const std::string& path, int num_prompts,
                                                            int default_max_tokens);
 
 }  // namespace pagoda::bench

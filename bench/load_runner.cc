@@ -33,8 +33,7 @@ LoadRun RunLoad(v1::Generation::Stub* stub, const std::vector<v1::GenerateReques
   LoadRun run;
   run.records.resize(requests.size());  // sized once: callbacks hold pointers into it
   auto state = std::make_shared<InFlight>();
-  const int limit =
-      options.concurrency > 0 ? options.concurrency : std::numeric_limits<int>::max();
+  const int limit = options.concurrency > 0 ? options.concurrency : std::numeric_limits<int>::max();
   run.start_time = NowSeconds();
   const bool bounded = options.duration_s > 0;
   const double stop_at = run.start_time + options.duration_s;

@@ -30,11 +30,11 @@ absl::StatusOr<GoodputSlo> ParseGoodput(const std::vector<std::string>& specs);
 // One request's latencies, in seconds.
 struct RequestMetrics {
   bool success = false;
-  std::string status;       // gRPC code name
-  double send_time = 0;     // steady-clock seconds
-  double ttft = 0;          // send -> first token-carrying message; = e2el when none came
-  double e2el = 0;          // send -> final status
-  double tpot = 0;          // (e2el - ttft) / (output_len - 1); 0 when output_len <= 1
+  std::string status;    // gRPC code name
+  double send_time = 0;  // steady-clock seconds
+  double ttft = 0;       // send -> first token-carrying message; = e2el when none came
+  double e2el = 0;       // send -> final status
+  double tpot = 0;       // (e2el - ttft) / (output_len - 1); 0 when output_len <= 1
   // Gaps between consecutive token-carrying messages, each split evenly over the later
   // message's tokens (the first message's extra tokens add none).
   std::vector<double> itls;
@@ -49,10 +49,10 @@ RequestMetrics ComputeRequestMetrics(const RequestRecord& record);
 struct BenchmarkResult {
   int completed = 0;
   int failed = 0;
-  std::map<std::string, int> errors;               // failed requests by status code name
+  std::map<std::string, int> errors;                 // failed requests by status code name
   std::map<std::string, std::string> error_samples;  // first message seen for each code
-  long long total_input = 0;   // prompt tokens of completed requests
-  long long total_output = 0;  // completion tokens of completed requests
+  long long total_input = 0;                         // prompt tokens of completed requests
+  long long total_output = 0;                        // completion tokens of completed requests
   long long total_streamed = 0;
   double duration = 0;  // seconds
   double request_throughput = 0;

@@ -7,8 +7,7 @@
 
 namespace pagoda::bench {
 
-ProgressReporter::ProgressReporter(std::FILE* out, bool interactive, std::string label,
-                                   int total)
+ProgressReporter::ProgressReporter(std::FILE* out, bool interactive, std::string label, int total)
     : out_(out), interactive_(interactive), label_(std::move(label)), total_(total) {}
 
 ProgressReporter::~ProgressReporter() { Stop(); }
@@ -52,8 +51,7 @@ void ProgressReporter::Loop() {
 }
 
 void ProgressReporter::Print(bool final) {
-  const std::string line =
-      Line(done_.load(), total_, NowSeconds() - start_, errors_.load());
+  const std::string line = Line(done_.load(), total_, NowSeconds() - start_, errors_.load());
   if (interactive_) {
     // Pad so a shorter line fully covers the one before it.
     absl::FPrintF(out_, "\r[%s] %-60s%s", label_, line, final ? "\n" : "");

@@ -111,8 +111,8 @@ nlohmann::json ResultToJson(const BenchmarkResult& result, const RunInfo& info) 
   j["model_id"] = info.model;
   j["dataset_name"] = info.dataset;
   j["num_prompts"] = info.num_prompts;
-  j["request_rate"] = std::isfinite(info.request_rate) ? nlohmann::json(info.request_rate)
-                                                       : nlohmann::json("inf");
+  j["request_rate"] =
+      std::isfinite(info.request_rate) ? nlohmann::json(info.request_rate) : nlohmann::json("inf");
   j["burstiness"] = info.burstiness;
   j["max_concurrency"] =
       info.max_concurrency > 0 ? nlohmann::json(info.max_concurrency) : nlohmann::json();

@@ -11,7 +11,7 @@ namespace pagoda::bench {
 
 // How the run was set up, echoed in the report.
 struct RunInfo {
-  std::string date;     // local time, "20250101-120000" as vLLM's file names
+  std::string date;  // local time, "20250101-120000" as vLLM's file names
   std::string server;
   std::string model;
   std::string dataset;  // random, file or shared-prefix
@@ -20,7 +20,7 @@ struct RunInfo {
   double burstiness = 1;
   int max_concurrency = 0;  // 0 = unlimited
   int warmup = 0;
-  int peak_in_flight = 0;   // most streams open at once, measured exactly
+  int peak_in_flight = 0;  // most streams open at once, measured exactly
 };
 
 // The human-readable table.

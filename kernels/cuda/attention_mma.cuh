@@ -144,7 +144,8 @@ __device__ __forceinline__ void LoadKvTile(T* sk, T* sv, const KvSource& src, in
   const T* v_plane = static_cast<const T*>(src.v_plane);
   const int mask = (1 << src.log2_block_size) - 1;
 #pragma unroll
-  for (int i = tid; i < kChunks; i += kThreads) {
+  for (int it = 0; it < kChunks / kThreads; ++it) {
+    const int i = tid + it * kThreads;
     const int row = i / kChunksPerRow;
     const int chunk = i % kChunksPerRow;
     const int pos = base + row;

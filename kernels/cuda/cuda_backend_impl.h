@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
     int32_t num_kv_heads = 0;
     int32_t num_blocks = 0;
     int32_t block_size = 0;
+    int32_t head_dim = 0;
     bool operator==(const PlanKey&) const = default;
   };
 
@@ -80,13 +81,13 @@ class CudaBackend final : public Backend {
   // Keeps the first failure until Synchronize, ReadF32 or CopyToHost reports it.
   void Record(absl::Status status);
   // Records a launch error of op `op`.
-  void RecordLaunch(cudaError_t err, std::string_view op);
+  void RecordLaunch(cudaError_t err, const char* op);
   // False (and a recorded FailedPrecondition) when no batch has been prepared.
-  bool HaveBatch(std::string_view op);
+  bool HaveBatch(const char* op);
   // Waits for the stream and returns (and clears) the first failure.
   absl::Status SyncAndTakeStatus();
   // Builds and uploads the plan of the current batch for `key` unless it is current.
-  absl::Status EnsurePlan(const PlanKey& key, int32_t head_dim);
+  absl::Status EnsurePlan(const PlanKey& key);
 
   int device_;
   CudaOptions options_;

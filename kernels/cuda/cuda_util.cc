@@ -6,7 +6,7 @@
 
 namespace pagoda::kernels::cuda {
 
-absl::Status CudaStatus(cudaError_t err, std::string_view what) {
+absl::Status CudaStatus(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return absl::OkStatus();
   const std::string msg = absl::StrCat("cuda: ", what, ": ", cudaGetErrorString(err));
   if (err == cudaErrorMemoryAllocation) {

@@ -11,7 +11,7 @@
 namespace pagoda::kernels::cuda {
 
 // OK for cudaSuccess; otherwise ResourceExhausted (out of memory) or Internal naming `what`.
-absl::Status CudaStatus(cudaError_t err, std::string_view what);
+absl::Status CudaStatus(cudaError_t err, const char* what);
 
 // Device memory that only grows, for per-step scratch (split-KV partials, conversions).
 class ScratchBuffer {

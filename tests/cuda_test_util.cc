@@ -1,0 +1,118 @@
+#include "tests/cuda_test_util.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pagoda::testing {
+
+using kernels::Backend;
+using kernels::DType;
+using kernels::OwnedTensor;
+using kernels::Tensor;
+
+BackendPair MakeBackendPair(const kernels::CudaOptions& options) {
+  BackendPair b;
+  auto cpu = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu});
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  if (cpu.ok()) b.cpu = std::move(*cpu);
+  auto cuda = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda}, options);
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (cuda.ok()) b.cuda = std::move(*cuda);
+  return b;
+}
+
+std::vector<float> RandomValues(size_t n, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void Poison(Backend& cuda, void* dst, size_t bytes) {
+  const std::vector<uint8_t> ff(bytes, 0xFF);
+  ASSERT_TRUE(cuda.CopyToDevice(dst, ff.data(), bytes).ok());
+}
+
+std::vector<float> Read(Backend& backend, const Tensor& t) {
+  std::vector<float> host(static_cast<size_t>(t.rows * t.cols));
+  const absl::Status st = backend.ReadF32(t, host.data());
+  EXPECT_TRUE(st.ok()) << st;
+  return host;
+}
+
+TwinTensor MakeTwin(const BackendPair& b, const std::vector<float>& values, int64_t rows,
+                    int64_t cols, int width_factor, int offset) {
+  TwinTensor t;
+  const int64_t wide = cols * width_factor;
+  std::vector<float> full(static_cast<size_t>(rows * wide), 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&full[r * wide + offset * cols], &values[r * cols], cols * sizeof(float));
+  }
+  auto cuda = b.cuda->CreateWeight(full.data(), rows, wide);
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (!cuda.ok()) return t;
+  t.cuda_buffer = std::move(*cuda);
+  // What the CUDA backend stores, so the reference sees the very same inputs.
+  full = Read(*b.cuda, t.cuda_buffer.view);
+  auto cpu = b.cpu->CreateWeight(full.data(), rows, wide);
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  if (!cpu.ok()) return t;
+  t.cpu_buffer = std::move(*cpu);
+  t.cuda = t.cuda_buffer.view.Cols(offset * cols, cols);
+  t.cpu = t.cpu_buffer.view.Cols(offset * cols, cols);
+  t.values.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&t.values[r * cols], &full[r * wide + offset * cols], cols * sizeof(float));
+  }
+  return t;
+}
+
+TwinTensor MakeOutput(const BackendPair& b, DType dtype, int64_t rows, int64_t cols,
+                      int width_factor, int offset) {
+  TwinTensor t;
+  const int64_t wide = cols * width_factor;
+  auto cpu = b.cpu->AllocateTensor(DType::kF32, rows, wide);
+  auto cuda = b.cuda->AllocateTensor(dtype, rows, wide);
+  EXPECT_TRUE(cpu.ok() && cuda.ok());
+  if (!cpu.ok() || !cuda.ok()) return t;
+  t.cpu_buffer = std::move(*cpu);
+  t.cuda_buffer = std::move(*cuda);
+  EXPECT_TRUE(b.cpu->Zero(t.cpu_buffer.view.data, t.cpu_buffer.buffer.bytes()).ok());
+  Poison(*b.cuda, t.cuda_buffer.view.data, t.cuda_buffer.buffer.bytes());
+  t.cpu = t.cpu_buffer.view.Cols(offset * cols, cols);
+  t.cuda = t.cuda_buffer.view.Cols(offset * cols, cols);
+  return t;
+}
+
+double Tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return 2e-2;
+    case DType::kF16:
+      return 5e-3;
+    default:
+      return 1e-4;
+  }
+}
+
+void ExpectAllClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double sum_sq = 0;
+  for (float w : want) sum_sq += double{w} * w;
+  const double rms = want.empty() ? 0 : std::sqrt(sum_sq / want.size());
+  size_t bad = 0;
+  std::string examples;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double{got[i]} - want[i]);
+    if (!(err <= tol * (std::fabs(want[i]) + rms))) {  // NaN fails too
+      if (++bad <= 5) absl::StrAppend(&examples, "\n  [", i, "] got ", got[i], " want ", want[i]);
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                     << " elements differ (tol " << tol << ", rms " << rms << ")" << examples;
+}
+
+}  // namespace pagoda::testing

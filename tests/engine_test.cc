@@ -1,0 +1,232 @@
+// The engine with stories260K: many requests at once, preemption, seeded sampling, stop
+// strings, aborts, validation and admission control, with the pool full again after each.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "model/tokenizer.h"
+#include "tests/engine_test_util.h"
+
+namespace pagoda {
+namespace {
+
+using engine::CollectedOutput;
+using engine::FinishReason;
+using engine::GenerationRequest;
+using testing::GreedyRequest;
+
+std::vector<std::string> ThirtyTwoPrompts() {
+  const std::vector<std::string> subjects = {"Once upon a time", "The little dog", "Lily saw",
+                                             "Tom and Sue", "One day", "The sun was",
+                                             "A big red ball", "Mom said"};
+  const std::vector<std::string> tails = {"", " in the park", " and", ", there was"};
+  std::vector<std::string> prompts;
+  for (const auto& t : tails) {
+    for (const auto& s : subjects) prompts.push_back(s + t);
+  }
+  return prompts;
+}
+
+void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preemption) {
+  auto alone_engine = testing::StoriesEngine();
+  auto batch_engine = testing::StoriesEngine(batch_config);
+  ASSERT_NE(alone_engine, nullptr);
+  ASSERT_NE(batch_engine, nullptr);
+  const model::Tokenizer& tok = alone_engine->tokenizer();
+  std::vector<GenerationRequest> requests;
+  std::vector<CollectedOutput> alone;
+  for (const std::string& p : ThirtyTwoPrompts()) {
+    const int32_t n = 24 + static_cast<int32_t>(requests.size() % 5) * 8;
+    requests.push_back(GreedyRequest(tok.Encode(p, true), n));
+    alone.push_back(testing::RunOne(*alone_engine, requests.back()));
+  }
+  ASSERT_EQ(requests.size(), 32u);
+  const std::vector<CollectedOutput> together = testing::RunAll(*batch_engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(together[i].token_ids, alone[i].token_ids) << "request " << i;
+    EXPECT_EQ(together[i].text, alone[i].text) << "request " << i;
+    EXPECT_EQ(together[i].token_ids.size(), static_cast<size_t>(*requests[i].max_tokens));
+    EXPECT_EQ(together[i].usage.completion_tokens, *requests[i].max_tokens);
+  }
+  EXPECT_TRUE(testing::WaitForIdle(*batch_engine));
+  const engine::EngineStats stats = batch_engine->Stats();
+  if (expect_preemption) EXPECT_GT(stats.num_preemptions, 0);
+  EXPECT_EQ(stats.num_free_blocks, stats.num_blocks);
+}
+
+TEST(EngineTest, ThirtyTwoPromptsTogetherEqualEachAlone) {
+  ExpectBatchEqualsAlone({}, false);
+}
+
+TEST(EngineTest, ThirtyTwoPromptsWithPreemptionEqualEachAlone) {
+  // 40 blocks of 4 tokens cannot hold 32 sequences of up to ~70 tokens: preemption.
+  ExpectBatchEqualsAlone({.block_size = 4, .num_blocks = 40}, true);
+}
+
+TEST(EngineTest, SeededSamplingIsTheSameAloneAndInABatchOf16) {
+  auto engine = testing::StoriesEngine();
+  ASSERT_NE(engine, nullptr);
+  auto make = [&](const std::string& prompt, uint64_t seed) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 48;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = 40;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = seed;
+    return r;
+  };
+  const CollectedOutput alone = testing::RunOne(*engine, make("Once upon a time", 1234));
+  std::vector<GenerationRequest> batch;
+  for (int i = 0; i < 15; ++i) batch.push_back(make(ThirtyTwoPrompts()[i + 1], 100 + i));
+  batch.insert(batch.begin() + 7, make("Once upon a time", 1234));
+  const std::vector<CollectedOutput> outs = testing::RunAll(*engine, batch);
+  EXPECT_EQ(outs[7].token_ids, alone.token_ids);
+  EXPECT_EQ(outs[7].text, alone.text);
+  // A different seed samples differently (not a constant sampler).
+  const CollectedOutput other = testing::RunOne(*engine, make("Once upon a time", 99));
+  EXPECT_NE(other.token_ids, alone.token_ids);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
+TEST(EngineTest, StopStringSpanningSeveralTokensNeverLeaks) {
+  auto engine = testing::StoriesEngine();
+  ASSERT_NE(engine, nullptr);
+  // Greedy text: ", there was a little girl named Lily. She loved to play outside ..."
+  GenerationRequest r = GreedyRequest(engine->tokenizer().Encode("Once upon a time", true), 64,
+                                      false);
+  r.stop = {"girl named"};
+  std::vector<std::string> deltas;
+  auto sink = std::make_shared<engine::CollectingSink>(
+      [&](const engine::GenerationOutput& o) { deltas.push_back(o.text); });
+  ASSERT_TRUE(engine->Submit(r, sink).ok());
+  const CollectedOutput out = sink->Wait();
+  EXPECT_EQ(out.text, ", there was a little ");
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  std::string joined;
+  for (const auto& d : deltas) {
+    EXPECT_EQ(d.find("girl"), std::string::npos) << "leaked delta: " << d;
+    joined += d;
+  }
+  EXPECT_EQ(joined, out.text);
+  // "girl named" spans several tokens: the tokens up to its end were generated.
+  EXPECT_GE(out.token_ids.size(), 6u);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
+TEST(EngineTest, StopTokenAndEos) {
+  auto engine = testing::StoriesEngine();
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest r = GreedyRequest({1, 403, 407, 261, 378}, 64, false);
+  r.stop_token_ids = {376};  // "little", the 5th greedy token
+  const CollectedOutput out = testing::RunOne(*engine, r);
+  EXPECT_EQ(out.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+}
+
+TEST(EngineTest, AbortWaitingAndRunningFreesBlocks) {
+  auto engine = testing::StoriesEngine({.max_seqs = 1});
+  ASSERT_NE(engine, nullptr);
+  absl::Notification first_token;
+  auto running = std::make_shared<engine::CollectingSink>([&](const engine::GenerationOutput& o) {
+    if (!o.token_ids.empty() && !first_token.HasBeenNotified()) first_token.Notify();
+  });
+  auto waiting = std::make_shared<engine::CollectingSink>();
+  auto a = engine->Submit(GreedyRequest({1, 403}, 1500), running);
+  auto b = engine->Submit(GreedyRequest({1, 407}, 1500), waiting);
+  ASSERT_TRUE(a.ok() && b.ok());
+  first_token.WaitForNotification();
+  engine->Abort(b->handle);  // still waiting: max_seqs = 1
+  const CollectedOutput wb = waiting->Wait();
+  EXPECT_EQ(wb.finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(wb.token_ids.empty());
+  engine->Abort(a->handle);
+  const CollectedOutput wa = running->Wait();
+  EXPECT_EQ(wa.finish_reason, FinishReason::kAbort);
+  EXPECT_LT(wa.token_ids.size(), 1500u);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+  EXPECT_EQ(engine->Stats().num_aborted, 2);
+}
+
+TEST(EngineTest, InvalidRequestsNameTheField) {
+  auto engine = testing::StoriesEngine();
+  ASSERT_NE(engine, nullptr);
+  struct Case {
+    std::string field;
+    std::function<void(GenerationRequest&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"prompt", [](GenerationRequest& r) { r.prompt.clear(); }},
+      {"prompt", [](GenerationRequest& r) { r.prompt = "bad \xff utf8"; }},
+      {"prompt", [](GenerationRequest& r) { r.prompt = std::string(3000, 'a'); }},
+      {"prompt_token_ids", [](GenerationRequest& r) { r.prompt_token_ids = {1, 512}; }},
+      {"prompt_token_ids", [](GenerationRequest& r) { r.prompt_token_ids = {-1}; }},
+      {"max_tokens", [](GenerationRequest& r) { r.max_tokens = 0; }},
+      {"max_tokens", [](GenerationRequest& r) { r.max_tokens = -3; }},
+      {"max_tokens", [](GenerationRequest& r) { r.max_tokens = 2048; }},
+      {"temperature", [](GenerationRequest& r) { r.sampling.temperature = -0.5f; }},
+      {"top_p", [](GenerationRequest& r) { r.sampling.top_p = 0; }},
+      {"top_p", [](GenerationRequest& r) { r.sampling.top_p = 1.5f; }},
+      {"top_k", [](GenerationRequest& r) { r.sampling.top_k = -1; }},
+      {"min_p", [](GenerationRequest& r) { r.sampling.min_p = 2; }},
+      {"repetition_penalty", [](GenerationRequest& r) { r.sampling.repetition_penalty = 0; }},
+      {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = 21; }},
+      {"stop", [](GenerationRequest& r) { r.stop = {""}; }},
+      {"stop_token_ids", [](GenerationRequest& r) { r.stop_token_ids = {600}; }},
+  };
+  for (const Case& c : cases) {
+    GenerationRequest r;
+    r.prompt = "Once upon a time";
+    c.mutate(r);
+    auto result = engine->Submit(r, std::make_shared<engine::CollectingSink>());
+    ASSERT_FALSE(result.ok()) << c.field;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_EQ(result.status().message().substr(0, c.field.size() + 1), c.field + ":")
+        << result.status();
+  }
+  // The engine still serves.
+  const CollectedOutput ok = testing::RunOne(*engine, GreedyRequest({1, 403, 407, 261, 378}, 5));
+  EXPECT_EQ(ok.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+}
+
+TEST(EngineTest, FullQueueIsResourceExhausted) {
+  auto engine = testing::StoriesEngine({.max_seqs = 1, .max_queued_requests = 2});
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::shared_ptr<engine::CollectingSink>> sinks;
+  std::vector<engine::RequestHandle> handles;
+  int rejected = 0;
+  for (int i = 0; i < 8; ++i) {
+    sinks.push_back(std::make_shared<engine::CollectingSink>());
+    auto s = engine->Submit(GreedyRequest({1, 403}, 1000), sinks.back());
+    if (s.ok()) {
+      handles.push_back(s->handle);
+    } else {
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+      ++rejected;
+      sinks.pop_back();
+    }
+  }
+  // At most one running plus two queued: at least five of eight are turned away.
+  EXPECT_GE(rejected, 5);
+  for (auto h : handles) engine->Abort(h);
+  for (auto& s : sinks) EXPECT_EQ(s->Wait().finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
+TEST(EngineTest, KvCacheTooSmallForTheRequestIsRejected) {
+  auto engine = testing::StoriesEngine({.block_size = 16, .num_blocks = 2});
+  ASSERT_NE(engine, nullptr);
+  auto s = engine->Submit(GreedyRequest({1, 403}, 100), std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  // Within capacity it runs; with max_tokens unset it stops at the cache's capacity.
+  GenerationRequest r = GreedyRequest({1, 403}, 30);
+  EXPECT_EQ(testing::RunOne(*engine, r).token_ids.size(), 30u);
+  r.max_tokens.reset();
+  EXPECT_EQ(testing::RunOne(*engine, r).token_ids.size(), 30u);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,87 @@
+#include "tests/engine_test_util.h"
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "model/gguf.h"
+#include "model/make_model.h"
+#include "tests/test_util.h"
+
+namespace pagoda::testing {
+namespace {
+
+std::unique_ptr<engine::Engine> Start(std::unique_ptr<gguf::GgufFile> file,
+                                      engine::EngineConfig config) {
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (!backend.ok()) return nullptr;
+  auto engine = engine::Engine::Create(config, std::move(file), *std::move(backend));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return nullptr;
+  (*engine)->Start();
+  return *std::move(engine);
+}
+
+}  // namespace
+
+std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config) {
+  auto file = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  return Start(*std::move(file), config);
+}
+
+std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
+                                             engine::EngineConfig config) {
+  auto p = model::FindPreset(preset);
+  EXPECT_TRUE(p.ok()) << p.status();
+  auto writer = model::MakeModel(*p, 0, gguf::TensorType::kF32);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  auto file = gguf::GgufFile::FromBytes(writer->Serialize());
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  return Start(*std::move(file), config);
+}
+
+engine::GenerationRequest GreedyRequest(std::vector<int32_t> prompt, int32_t max_tokens,
+                                        bool ignore_eos) {
+  engine::GenerationRequest r;
+  r.prompt_token_ids = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = ignore_eos;
+  return r;
+}
+
+std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
+                                            std::vector<engine::GenerationRequest> requests) {
+  std::vector<std::shared_ptr<engine::CollectingSink>> sinks;
+  for (auto& r : requests) {
+    sinks.push_back(std::make_shared<engine::CollectingSink>());
+    auto submitted = engine.Submit(std::move(r), sinks.back());
+    EXPECT_TRUE(submitted.ok()) << submitted.status();
+    if (!submitted.ok()) sinks.back()->OnOutput({.finish_reason = engine::FinishReason::kError,
+                                                 .error = submitted.status()});
+  }
+  std::vector<engine::CollectedOutput> outputs;
+  for (auto& s : sinks) outputs.push_back(s->Wait());
+  return outputs;
+}
+
+engine::CollectedOutput RunOne(engine::Engine& engine, engine::GenerationRequest request) {
+  std::vector<engine::GenerationRequest> one;
+  one.push_back(std::move(request));
+  return RunAll(engine, std::move(one))[0];
+}
+
+bool WaitForIdle(engine::Engine& engine) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    const engine::EngineStats s = engine.Stats();
+    if (s.num_running == 0 && s.num_waiting == 0 && s.num_free_blocks == s.num_blocks) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
+}
+
+}  // namespace pagoda::testing

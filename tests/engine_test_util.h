@@ -1,0 +1,34 @@
+// Engines over real models for tests: stories260K from the shared models folder, or a
+// make-model preset built in memory.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/collecting_sink.h"
+#include "engine/engine.h"
+
+namespace pagoda::testing {
+
+// A started CPU engine (2 threads) serving stories260K.gguf.
+std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config = {});
+// A started CPU engine serving make-model preset `preset` (seed 0, f32).
+std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
+                                             engine::EngineConfig config = {});
+
+// A greedy request for `prompt` token ids producing exactly `max_tokens` tokens.
+engine::GenerationRequest GreedyRequest(std::vector<int32_t> prompt, int32_t max_tokens,
+                                        bool ignore_eos = true);
+
+// Submits every request at once, waits for all, returns their outputs in order. Fails the
+// test on a submission error.
+std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
+                                            std::vector<engine::GenerationRequest> requests);
+// RunAll for one request.
+engine::CollectedOutput RunOne(engine::Engine& engine, engine::GenerationRequest request);
+
+// Polls until the engine has nothing in flight and reports every block free.
+bool WaitForIdle(engine::Engine& engine);
+
+}  // namespace pagoda::testing
