@@ -94,7 +94,8 @@ void PrintReport(const BenchmarkResult& result, const RunInfo& info, std::FILE* 
   }
   Row(out, "Output token throughput (tok/s)", Num(result.output_throughput));
   Row(out, "Peak output token throughput (tok/s)", Num(result.max_output_tokens_per_s));
-  Row(out, "Peak concurrent requests", absl::StrCat(result.max_concurrent_requests));
+  Row(out, "Peak concurrent requests (1-s buckets)", absl::StrCat(result.max_concurrent_requests));
+  Row(out, "Peak in-flight requests", absl::StrCat(info.peak_in_flight));
   Row(out, "Total Token throughput (tok/s)", Num(result.total_token_throughput));
   LatencySection(out, "Time to First Token", "TTFT", result.ttft);
   LatencySection(out, "Time per Output Token (excl. 1st token)", "TPOT", result.tpot);

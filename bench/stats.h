@@ -5,9 +5,6 @@
 
 namespace pagoda::bench {
 
-// The percentiles every latency metric reports.
-inline constexpr double kReportedPercentiles[] = {50, 90, 95, 99};
-
 // numpy.percentile(values, p) with the default "linear" method: the value at rank
 // p/100 * (n-1) of the sorted values, interpolated between neighbours. `p` in [0, 100];
 // 0 for an empty input (vLLM reports 0 when a metric has no samples).

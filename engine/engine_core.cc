@@ -60,8 +60,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
                                                    " blocks; give --num-blocks or more memory"));
   }
   shape.num_blocks = static_cast<int32_t>(blocks);
+  // Left uninitialized: attention only reads slots its own sequence has written.
   ASSIGN_OR_RETURN(core->kv_buffer_, core->backend_->Allocate(shape.total_bytes()));
-  RETURN_IF_ERROR(core->backend_->Zero(core->kv_buffer_.data(), shape.total_bytes()));
   const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
 
   core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size);

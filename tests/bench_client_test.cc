@@ -207,7 +207,9 @@ TEST(BenchFakeServerTest, CountsFailuresByCodeAndTokensExactly) {
   ExpectConsistent(run.json);
   // Messages of 1, 2, 1, 2 tokens: 5 inter-token gaps for 6 tokens.
   for (size_t i = 0; i < run.json["itls"].size(); ++i) {
-    if (run.json["statuses"][i] == "OK") EXPECT_EQ(run.json["itls"][i].size(), 5u);
+    if (run.json["statuses"][i] == "OK") {
+      EXPECT_EQ(run.json["itls"][i].size(), 5u);
+    }
   }
   EXPECT_LE(run.json["peak_in_flight_requests"].get<int>(), 4);
   EXPECT_THAT(run.stdout_text, ::testing::HasSubstr("Serving Benchmark Result"));
@@ -247,6 +249,17 @@ TEST(BenchFakeServerTest, DurationBoundsTheRun) {
   EXPECT_EQ(run.json["failed"], 0);
 }
 
+TEST(BenchFakeServerTest, DeadlinesAreCountedNotFatal) {
+  FakeServer server(0, "", std::chrono::milliseconds(50));  // each request takes ~1 s
+  const BenchRun run = RunBench(server.address(), {"--num-prompts=4", "--concurrency=4",
+                                                   "--output-len=20", "--request-timeout=0.2"});
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_EQ(run.json["completed"], 0);
+  EXPECT_EQ(run.json["errors"], nlohmann::json({{"DEADLINE_EXCEEDED", 4}}));
+  EXPECT_EQ(run.json["total_output_tokens"], 0);
+  EXPECT_THAT(run.stdout_text, ::testing::HasSubstr("DEADLINE_EXCEEDED"));
+}
+
 TEST(BenchFakeServerTest, OpenLoopSendsAtTheRequestedRate) {
   FakeServer server;
   const BenchRun run = RunBench(server.address(), {"--num-prompts=200", "--request-rate=100",
@@ -259,6 +272,7 @@ TEST(BenchFakeServerTest, OpenLoopSendsAtTheRequestedRate) {
 TEST(BenchProcessTest, BadFlagsAndUnreachableServerExitNonZero) {
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--dataset=nope"}).exit_code, 2);
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--goodput", "ttfb:1"}).exit_code, 2);
+  EXPECT_EQ(RunBench("127.0.0.1:1", {"--tls-ca=/nonexistent/ca.pem"}).exit_code, 2);
   const BenchRun unreachable = RunBench(absl::StrCat("127.0.0.1:", FreePort()), {});
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_THAT(unreachable.stderr_text, ::testing::HasSubstr("UNAVAILABLE"));
@@ -284,9 +298,11 @@ class Daemon {
 
   // Waits up to 30 s for GetModelInfo to answer.
   bool WaitReady() const {
-    auto channel = client::MakeChannel({.address = address()});
-    client::GenerationClient client(*channel, "");
+    client::ChannelOptions options;
+    options.address = address();
     for (int i = 0; i < 300; ++i) {
+      // A fresh channel each time: a failed one waits out a reconnect backoff.
+      client::GenerationClient client(*client::MakeChannel(options), "");
       v1::ModelInfo info;
       if (client.GetModelInfo(&info).ok()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

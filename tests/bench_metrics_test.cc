@@ -287,7 +287,10 @@ TEST(DatasetTest, JsonlCyclesAndReportsBadLines) {
 
 TEST(ReportTest, JsonHasVllmKeysAndPerRequestArrays) {
   const BenchmarkResult r = ComputeResult(ThreeRecords(), 2.0, GoodputSlo());
-  const nlohmann::json j = ResultToJson(r, RunInfo{.num_prompts = 3, .request_rate = 5});
+  RunInfo info;
+  info.num_prompts = 3;
+  info.request_rate = 5;
+  const nlohmann::json j = ResultToJson(r, info);
   for (const char* key :
        {"completed", "failed", "errors", "total_input_tokens", "total_output_tokens", "duration",
         "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",

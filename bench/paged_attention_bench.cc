@@ -1,0 +1,281 @@
+// paged_attention_bench: decode-attention bandwidth of the CUDA kernels against the
+// device's own copy bandwidth.
+//
+// For each batch x context (GQA 32:4, head_dim 128, bf16, block_size 16, shuffled block
+// tables) it times LaunchPagedAttention with CUDA events, averaged over many iterations
+// after a warm-up, and counts bytes as K/V read + Q read + output written. The copy
+// bandwidth is a device-to-device cudaMemcpy counted as bytes read + written. It prints the
+// split-KV partition the plan picks ("-" = no split) and the same run with splitting off.
+//
+// Usage: paged_attention_bench [--batches=1,16,64,128] [--contexts=512,2048,8192]
+//                              [--iters=50]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace {
+
+using pagoda::kernels::BatchInput;
+using pagoda::kernels::DType;
+namespace cuda = pagoda::kernels::cuda;
+
+constexpr int kHeads = 32;
+constexpr int kKvHeads = 4;
+constexpr int kHeadDim = 128;
+constexpr int kBlockSize = 16;
+constexpr int kElem = 2;  // bf16
+
+#define CHECK_CUDA(expr)                                                        \
+  do {                                                                          \
+    const cudaError_t err_ = (expr);                                            \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,        \
+                   cudaGetErrorString(err_));                                   \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+struct Args {
+  std::vector<int> batches = {1, 16, 64, 128};
+  std::vector<int> contexts = {512, 2048, 8192};
+  int iters = 50;
+};
+
+bool ParseList(const std::string& s, std::vector<int>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
+}
+
+bool ParseArgs(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (key == "--batches" && ParseList(value, &a->batches)) continue;
+    if (key == "--contexts" && ParseList(value, &a->contexts)) continue;
+    if (key == "--iters" && absl::SimpleAtoi(value, &a->iters) && a->iters > 0) continue;
+    std::fprintf(stderr, "unknown or bad argument %s\n", arg.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Device memory filled with pseudo-random bf16 values in about [-1, 1): a random host chunk
+// tiled with device-to-device copies.
+void* RandomDeviceBf16(size_t elems, std::mt19937& rng) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, elems * kElem));
+  const size_t chunk = std::min<size_t>(elems, size_t{1} << 22);
+  std::vector<uint16_t> host(chunk);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (uint16_t& h : host) {
+    const float f = dist(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    h = static_cast<uint16_t>(bits >> 16);
+  }
+  CHECK_CUDA(cudaMemcpy(p, host.data(), chunk * kElem, cudaMemcpyHostToDevice));
+  for (size_t at = chunk; at < elems; at += chunk) {
+    const size_t n = std::min(chunk, elems - at);
+    CHECK_CUDA(cudaMemcpy(static_cast<char*>(p) + at * kElem, p, n * kElem,
+                          cudaMemcpyDeviceToDevice));
+  }
+  return p;
+}
+
+// Device-to-device copy bandwidth in GB/s (bytes read + written).
+double CopyBandwidth(cudaStream_t stream) {
+  const size_t bytes = size_t{1} << 30;
+  void* a = nullptr;
+  void* b = nullptr;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+  constexpr int kIters = 20;
+  CHECK_CUDA(cudaEventRecord(start, stream));
+  for (int i = 0; i < kIters; ++i) {
+    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+  CHECK_CUDA(cudaEventRecord(stop, stream));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes * kIters / (ms * 1e-3) / 1e9;
+}
+
+// One decode batch: every sequence has `context` tokens, its blocks shuffled over the pool.
+BatchInput MakeBatch(int batch, int context, int num_blocks, std::mt19937& rng) {
+  std::vector<int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  const int per_seq = (context + kBlockSize - 1) / kBlockSize;
+  BatchInput b;
+  b.max_blocks_per_seq = per_seq;
+  b.query_start_loc = {0};
+  for (int s = 0; s < batch; ++s) {
+    const int32_t* table = pool.data() + s * per_seq;
+    b.block_tables.insert(b.block_tables.end(), table, table + per_seq);
+    const int pos = context - 1;
+    b.token_ids.push_back(0);
+    b.positions.push_back(pos);
+    b.slot_mapping.push_back(table[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
+    b.query_start_loc.push_back(s + 1);
+    b.seq_lens.push_back(context);
+  }
+  return b;
+}
+
+template <typename T>
+T* Upload(const std::vector<T>& v) {
+  T* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(1, v.size()) * sizeof(T)));
+  if (!v.empty()) CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+struct Timing {
+  double us = 0;
+  int32_t partition = 0;
+};
+
+// Average time of one attention launch for `batch` under the plan `split` produces.
+Timing TimeAttention(const BatchInput& batch, cuda::PagedAttentionParams p, int num_blocks,
+                     int num_sms, int split, int iters, cudaStream_t stream) {
+  cuda::AttentionPlanOptions o;
+  o.path = cuda::AttentionPath::kTensorCore;
+  o.num_heads = kHeads;
+  o.num_kv_heads = kKvHeads;
+  o.num_blocks = num_blocks;
+  o.block_size = kBlockSize;
+  o.num_sms = num_sms;
+  o.split_partition = split;
+  auto plan = cuda::BuildAttentionPlan(batch, o);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan: %s\n", std::string(plan.status().message()).c_str());
+    std::exit(1);
+  }
+  p.items = Upload(plan->items);
+  p.splits = Upload(plan->splits);
+  p.num_items = static_cast<int32_t>(plan->items.size());
+  p.num_splits = static_cast<int32_t>(plan->splits.size());
+  float* partials = nullptr;
+  const size_t rows = static_cast<size_t>(std::max(plan->num_partials, 1)) * kHeads;
+  CHECK_CUDA(cudaMalloc(&partials, rows * (kHeadDim + 2) * sizeof(float)));
+  p.partial_out = partials;
+  p.partial_ml = partials + rows * kHeadDim;
+  for (int i = 0; i < 5; ++i) CHECK_CUDA(cuda::LaunchPagedAttention(p, stream));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaEventRecord(start, stream));
+  for (int i = 0; i < iters; ++i) CHECK_CUDA(cuda::LaunchPagedAttention(p, stream));
+  CHECK_CUDA(cudaEventRecord(stop, stream));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(const_cast<cuda::AttentionItem*>(p.items));
+  cudaFree(const_cast<cuda::SplitToken*>(p.splits));
+  cudaFree(partials);
+  return {ms * 1e3 / iters, plan->partition_size};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!ParseArgs(argc, argv, &args)) return 2;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "paged_attention_bench: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  const double copy_gbs = CopyBandwidth(stream);
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  std::printf("device-to-device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbs);
+  std::printf("decode attention: %d q heads, %d kv heads, head_dim %d, bf16, block_size %d\n",
+              kHeads, kKvHeads, kHeadDim, kBlockSize);
+  std::printf("%6s %8s %7s %10s %8s %7s | %10s %8s %7s\n", "batch", "context", "split",
+              "time_us", "GB/s", "%copy", "nosplit_us", "GB/s", "%copy");
+  std::mt19937 rng(42);
+  for (int context : args.contexts) {
+    for (int batch : args.batches) {
+      const int per_seq = (context + kBlockSize - 1) / kBlockSize;
+      const int num_blocks = batch * per_seq;
+      const size_t plane = static_cast<size_t>(num_blocks) * kBlockSize * kKvHeads * kHeadDim;
+      void* k = RandomDeviceBf16(plane, rng);
+      void* v = RandomDeviceBf16(plane, rng);
+      void* q = RandomDeviceBf16(static_cast<size_t>(batch) * kHeads * kHeadDim, rng);
+      void* out = RandomDeviceBf16(static_cast<size_t>(batch) * kHeads * kHeadDim, rng);
+      const BatchInput b = MakeBatch(batch, context, num_blocks, rng);
+      cuda::PagedAttentionParams p;
+      p.q = q;
+      p.out = out;
+      p.k_cache = k;
+      p.v_cache = v;
+      int32_t* tables = Upload(b.block_tables);
+      int32_t* positions = Upload(b.positions);
+      p.block_tables = tables;
+      p.positions = positions;
+      p.dtype = DType::kBF16;
+      p.path = cuda::AttentionPath::kTensorCore;
+      p.q_stride = kHeads * kHeadDim;
+      p.out_stride = kHeads * kHeadDim;
+      p.num_heads = kHeads;
+      p.num_kv_heads = kKvHeads;
+      p.head_dim = kHeadDim;
+      p.log2_block_size = 4;
+      p.max_blocks_per_seq = b.max_blocks_per_seq;
+      p.scale_log2 = 1.4426950408889634f / 11.313708f;
+      const double bytes = 2.0 * batch * context * kKvHeads * kHeadDim * kElem +
+                           2.0 * batch * kHeads * kHeadDim * kElem;
+      const Timing auto_split = TimeAttention(b, p, num_blocks, prop.multiProcessorCount, -1,
+                                              args.iters, stream);
+      const Timing no_split = TimeAttention(b, p, num_blocks, prop.multiProcessorCount, 0,
+                                            args.iters, stream);
+      const double gbs = bytes / (auto_split.us * 1e-6) / 1e9;
+      const double gbs0 = bytes / (no_split.us * 1e-6) / 1e9;
+      const std::string split =
+          auto_split.partition == 0 ? "-" : std::to_string(auto_split.partition);
+      std::printf("%6d %8d %7s %10.1f %8.0f %6.0f%% | %10.1f %8.0f %6.0f%%\n", batch, context,
+                  split.c_str(), auto_split.us, gbs, 100 * gbs / copy_gbs, no_split.us, gbs0,
+                  100 * gbs0 / copy_gbs);
+      std::fflush(stdout);
+      for (void* ptr : {k, v, q, out, static_cast<void*>(tables), static_cast<void*>(positions)}) {
+        cudaFree(ptr);
+      }
+    }
+  }
+  std::printf("target: >= 80%% of copy bandwidth at batch 64, context 2048\n");
+  return 0;
+}

@@ -1,0 +1,383 @@
+// Paged attention on CUDA against the CPU backend: head_dim {64, 128, 8} x block_size
+// {16, 32} x GQA group {1, 4, 8} x dtype, over mixed batches (decode tokens with contexts 1,
+// block_size - 1, block_size, block_size + 1 and 4096 beside prefill chunks with and without
+// a cached prefix), shuffled block tables, split-KV forced on and off, batches of 1 to 64,
+// the tensor-core and the CUDA-core kernels. Every output element is checked after the
+// output was filled with NaN. The plan builder's tests (no device needed) are at the end.
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "tests/cuda_test_util.h"
+
+namespace pagoda::kernels {
+namespace {
+
+using testing::ExpectAllClose;
+using testing::MakeOutput;
+using testing::MakeTwin;
+using testing::RandomValues;
+using testing::Read;
+using testing::TwinTensor;
+
+// A sequence of the batch: `context` tokens after this step, the last `q_len` of them new.
+struct Seq {
+  int32_t context;
+  int32_t q_len;
+};
+
+struct Case {
+  DType dtype = DType::kBF16;
+  int32_t head_dim = 128;
+  int32_t block_size = 16;
+  int32_t group = 4;
+  int32_t kv_heads = 2;
+  std::vector<Seq> seqs;
+  CudaOptions options;
+
+  std::string Name() const {
+    return absl::StrCat(std::string(DTypeName(dtype)), " head_dim ", head_dim, " block_size ",
+                        block_size, " group ", group, " kv_heads ", kv_heads, " seqs ",
+                        seqs.size(), options.generic_attention ? " generic" : "",
+                        " split ", options.split_kv_partition);
+  }
+};
+
+// The batch of `c` with each sequence's blocks drawn from a shuffled pool of ids.
+BatchInput MakeBatch(const Case& c, int32_t num_blocks, std::mt19937& rng) {
+  std::vector<int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  BatchInput b;
+  int32_t max_blocks = 1;
+  for (const Seq& s : c.seqs) {
+    max_blocks = std::max(max_blocks, (s.context + c.block_size - 1) / c.block_size + 1);
+  }
+  b.max_blocks_per_seq = max_blocks;
+  b.query_start_loc = {0};
+  size_t next = 0;
+  for (const Seq& s : c.seqs) {
+    std::vector<int32_t> table(max_blocks, 0);
+    const int32_t used = (s.context + c.block_size - 1) / c.block_size;
+    for (int32_t i = 0; i < used; ++i) table[i] = pool[next++];
+    for (int32_t pos = s.context - s.q_len; pos < s.context; ++pos) {
+      b.token_ids.push_back(0);
+      b.positions.push_back(pos);
+      b.slot_mapping.push_back(table[pos / c.block_size] * c.block_size + pos % c.block_size);
+    }
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.query_start_loc.push_back(b.num_tokens());
+    b.seq_lens.push_back(s.context);
+    b.logits_indices.push_back(b.num_tokens() - 1);
+  }
+  return b;
+}
+
+// Runs attention of case `c` on both backends (layer 1 of a 2-layer cache filled with random
+// values) and compares every output element.
+void RunCase(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(c.Name());
+  std::mt19937 rng(seed);
+  testing::BackendPair b = testing::MakeBackendPair({.dtype = c.dtype,
+                                                     .generic_attention =
+                                                         c.options.generic_attention,
+                                                     .split_kv_partition =
+                                                         c.options.split_kv_partition});
+  ASSERT_NE(b.cuda, nullptr);
+  int32_t num_blocks = 3;
+  for (const Seq& s : c.seqs) num_blocks += (s.context + c.block_size - 1) / c.block_size;
+  const BatchInput batch = MakeBatch(c, num_blocks, rng);
+  const int32_t heads = c.group * c.kv_heads;
+  const int64_t width = int64_t{heads} * c.head_dim;
+  const int64_t n = batch.num_tokens();
+
+  const KvCacheShape shape{.num_layers = 2, .num_blocks = num_blocks,
+                           .block_size = c.block_size, .num_kv_heads = c.kv_heads,
+                           .head_dim = c.head_dim, .dtype = c.dtype};
+  const int64_t cache_rows = 2 * shape.num_layers * int64_t{num_blocks} * c.block_size;
+  TwinTensor cache = MakeTwin(b, RandomValues(cache_rows * shape.token_elems(), rng), cache_rows,
+                              shape.token_elems());
+  PagedKvCache cpu_cache{cache.cpu_buffer.view.data, shape};
+  cpu_cache.shape.dtype = DType::kF32;
+  const PagedKvCache cuda_cache{cache.cuda_buffer.view.data, shape};
+
+  // q is the first third of a fused qkv-like row; out a strided view as well.
+  TwinTensor q = MakeTwin(b, RandomValues(n * width, rng, -3, 3), n, width, 3, 0);
+  TwinTensor out = MakeOutput(b, c.dtype, n, width, 2, 1);
+  ASSERT_TRUE(b.cpu->PrepareBatch(batch).ok());
+  ASSERT_TRUE(b.cuda->PrepareBatch(batch).ok());
+  const AttentionParams p{heads, c.kv_heads, c.head_dim,
+                          1.f / std::sqrt(static_cast<float>(c.head_dim))};
+  b.cpu->Attention(q.cpu, cpu_cache, 1, p, out.cpu);
+  b.cuda->Attention(q.cuda, cuda_cache, 1, p, out.cuda);
+  const absl::Status st = b.cuda->Synchronize();
+  ASSERT_TRUE(st.ok()) << st;
+  ExpectAllClose(Read(*b.cuda, out.cuda), Read(*b.cpu, out.cpu), testing::Tolerance(c.dtype),
+                 "attention");
+}
+
+// Decode contexts around block boundaries plus prefill chunks, one batch.
+std::vector<Seq> MixedSeqs(int32_t block_size, bool long_context) {
+  std::vector<Seq> seqs = {{1, 1},
+                           {block_size - 1, 1},
+                           {block_size, 1},
+                           {block_size + 1, 1},
+                           {37, 37},           // a whole prompt
+                           {300, 1},
+                           {90, 9},            // a chunk after a cached prefix
+                           {2, 2}};
+  if (long_context) seqs.push_back({4096, 1});
+  return seqs;
+}
+
+class CudaAttentionGridTest : public ::testing::TestWithParam<std::tuple<DType, int32_t>> {};
+
+TEST_P(CudaAttentionGridTest, MixedBatchesMatchCpu) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const auto [dtype, head_dim] = GetParam();
+  uint32_t seed = 1;
+  for (int32_t block_size : {16, 32}) {
+    for (int32_t group : {1, 4, 8}) {
+      Case c;
+      c.dtype = dtype;
+      c.head_dim = head_dim;
+      c.block_size = block_size;
+      c.group = group;
+      // The 4096 context once per block size keeps the CPU reference quick.
+      c.seqs = MixedSeqs(block_size, group == 4);
+      RunCase(c, seed++);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttentionGridTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                       ::testing::Values(64, 128, 8)),
+    [](const auto& info) {
+      return absl::StrCat(std::string(DTypeName(std::get<0>(info.param))), "_hd",
+                          std::get<1>(info.param));
+    });
+
+TEST(CudaAttentionTest, SplitKvForcedAndOffMatchCpu) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    for (int32_t partition : {0, 16, 64, 1000}) {
+      Case c;
+      c.dtype = dtype;
+      c.group = 8;
+      c.seqs = {{4096, 1}, {17, 1}, {65, 1}, {200, 3}, {1, 1}, {129, 1}};
+      c.options.split_kv_partition = partition;
+      RunCase(c, 100 + partition);
+    }
+  }
+}
+
+TEST(CudaAttentionTest, GenericKernelMatchesCpuWhereTensorCoresApply) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (int32_t head_dim : {64, 128}) {
+    Case c;
+    c.head_dim = head_dim;
+    c.group = 8;
+    c.seqs = MixedSeqs(16, true);
+    c.options.generic_attention = true;
+    RunCase(c, 200 + head_dim);
+  }
+}
+
+TEST(CudaAttentionTest, BatchesOfOneToSixtyFourOnTheBenchmarkShape) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> context(1, 2000);
+  for (int32_t batch : {1, 2, 7, 33, 64}) {
+    Case c;
+    c.group = 8;
+    c.kv_heads = 4;
+    for (int32_t i = 0; i < batch; ++i) c.seqs.push_back({context(rng), 1});
+    RunCase(c, 300 + batch);
+  }
+  Case single;
+  single.group = 8;
+  single.kv_heads = 4;
+  single.seqs = {{4096, 1}};  // few blocks: the plan splits the context
+  RunCase(single, 400);
+}
+
+TEST(CudaAttentionTest, BlockSizeOneAndLargeGroups) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    Case c;
+    c.dtype = dtype;
+    c.head_dim = 64;
+    c.block_size = 1;
+    c.group = 2;
+    c.seqs = {{1, 1}, {5, 1}, {40, 40}, {70, 6}};
+    RunCase(c, 500);
+    Case wide;  // 32 query heads per KV head: two 16-row chunks on the decode path
+    wide.dtype = dtype;
+    wide.group = 32;
+    wide.kv_heads = 1;
+    wide.seqs = {{100, 1}, {33, 33}, {300, 1}};
+    RunCase(wide, 501);
+  }
+}
+
+TEST(CudaAttentionTest, UnsupportedShapesAreReported) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  auto cuda = CreateCudaBackend({.device = DeviceKind::kCuda}, {});
+  ASSERT_TRUE(cuda.ok());
+  Backend& be = **cuda;
+  BatchInput batch;
+  batch.token_ids = {0};
+  batch.positions = {0};
+  batch.slot_mapping = {0};
+  batch.query_start_loc = {0, 1};
+  batch.seq_lens = {1};
+  batch.block_tables = {0};
+  batch.max_blocks_per_seq = 1;
+  ASSERT_TRUE(be.PrepareBatch(batch).ok());
+  const KvCacheShape shape{.num_layers = 1, .num_blocks = 1, .block_size = 16,
+                           .num_kv_heads = 1, .head_dim = 320, .dtype = be.kv_dtype()};
+  auto mem = be.Allocate(shape.total_bytes());
+  auto q = be.AllocateTensor(be.activation_dtype(), 1, 320);
+  ASSERT_TRUE(mem.ok() && q.ok());
+  be.Attention(q->view, {mem->data(), shape}, 0, {1, 1, 320, 1.f}, q->view);
+  EXPECT_EQ(be.Synchronize().code(), absl::StatusCode::kUnimplemented);
+  KvCacheShape odd = shape;
+  odd.block_size = 24;
+  odd.head_dim = 64;
+  auto q64 = be.AllocateTensor(be.activation_dtype(), 1, 64);
+  ASSERT_TRUE(q64.ok());
+  be.Attention(q64->view, {mem->data(), odd}, 0, {1, 1, 64, 1.f}, q64->view);
+  EXPECT_EQ(be.Synchronize().code(), absl::StatusCode::kUnimplemented);
+}
+
+// ---- The plan builder: host code, runs without a device. ----
+
+using cuda::AttentionPath;
+using cuda::AttentionPlan;
+using cuda::AttentionPlanOptions;
+using cuda::AttentionShape;
+
+TEST(AttentionPlanTest, ChoosesTensorCoresOnlyForSupportedShapes) {
+  AttentionShape s{.dtype = DType::kBF16, .head_dim = 128, .block_size = 16, .num_heads = 32,
+                   .num_kv_heads = 4, .aligned = true};
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kTensorCore);
+  s.dtype = DType::kF32;
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kGeneric);
+  s.dtype = DType::kF16;
+  s.head_dim = 8;
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kGeneric);
+  s.head_dim = 64;
+  s.aligned = false;
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kGeneric);
+  s.aligned = true;
+  s.force_generic = true;
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kGeneric);
+  s.force_generic = false;
+  s.num_heads = 30;
+  EXPECT_EQ(cuda::ChooseAttentionPath(s).status().code(), absl::StatusCode::kInvalidArgument);
+  s.num_heads = 32;
+  s.block_size = 12;
+  EXPECT_EQ(cuda::ChooseAttentionPath(s).status().code(), absl::StatusCode::kUnimplemented);
+  s.block_size = 1;
+  s.head_dim = 512;
+  EXPECT_EQ(cuda::ChooseAttentionPath(s).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+AttentionPlanOptions PlanOptions(AttentionPath path, int32_t split) {
+  return {.path = path, .num_heads = 8, .num_kv_heads = 2, .num_blocks = 1000,
+          .block_size = 16, .num_sms = 132, .split_partition = split};
+}
+
+TEST(AttentionPlanTest, RoutesDecodeTokensToItemsAndPrefillTokensToTiles) {
+  Case c;
+  c.seqs = {{10, 1}, {40, 40}, {50, 3}, {7, 1}};
+  std::mt19937 rng(1);
+  const BatchInput batch = MakeBatch(c, 1000, rng);
+  auto tc = cuda::BuildAttentionPlan(batch, PlanOptions(AttentionPath::kTensorCore, 0));
+  ASSERT_TRUE(tc.ok()) << tc.status();
+  ASSERT_EQ(tc->items.size(), 2u);
+  EXPECT_EQ(tc->items[0].token, 0);
+  EXPECT_EQ(tc->items[0].kv_end, 10);
+  EXPECT_EQ(tc->items[1].token, 44);
+  EXPECT_EQ(tc->items[1].seq, 3);
+  EXPECT_EQ(tc->items[1].partial, -1);
+  // group 4: 16 tokens per tile; 40 tokens -> 16 + 16 + 8, then 3.
+  ASSERT_EQ(tc->tiles.size(), 4u);
+  EXPECT_EQ(tc->tiles[0].token_begin, 1);
+  EXPECT_EQ(tc->tiles[0].num_tokens, 16);
+  EXPECT_EQ(tc->tiles[0].kv_end, 16);
+  EXPECT_EQ(tc->tiles[2].num_tokens, 8);
+  EXPECT_EQ(tc->tiles[2].kv_end, 40);
+  EXPECT_EQ(tc->tiles[3].seq, 2);
+  EXPECT_EQ(tc->tiles[3].kv_end, 50);
+
+  auto generic = cuda::BuildAttentionPlan(batch, PlanOptions(AttentionPath::kGeneric, 0));
+  ASSERT_TRUE(generic.ok());
+  EXPECT_EQ(generic->items.size(), 45u);  // every token
+  EXPECT_EQ(generic->num_decode_items, 2);
+  EXPECT_TRUE(generic->tiles.empty());
+  EXPECT_EQ(generic->items[2].token, 1);
+  EXPECT_EQ(generic->items[2].kv_end, 1);
+}
+
+TEST(AttentionPlanTest, SplitsLongContextsIntoPartitions) {
+  Case c;
+  c.seqs = {{1000, 1}, {100, 1}};
+  std::mt19937 rng(1);
+  const BatchInput batch = MakeBatch(c, 1000, rng);
+  auto plan = cuda::BuildAttentionPlan(batch, PlanOptions(AttentionPath::kTensorCore, 256));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->partition_size, 256);
+  ASSERT_EQ(plan->splits.size(), 1u);
+  EXPECT_EQ(plan->splits[0].num_partials, 4);
+  EXPECT_EQ(plan->num_partials, 4);
+  ASSERT_EQ(plan->items.size(), 5u);
+  // 1000 tokens in 4 parts of 256 (rounded to 16): [0,256) [256,512) [512,768) [768,1000).
+  EXPECT_EQ(plan->items[3].kv_begin, 768);
+  EXPECT_EQ(plan->items[3].kv_end, 1000);
+  EXPECT_EQ(plan->items[3].partial, 3);
+  EXPECT_EQ(plan->items[4].partial, -1);
+}
+
+TEST(AttentionPlanTest, SplitHeuristicFillsTheDeviceOnlyWhenNeeded) {
+  // 64 sequences x 4 KV heads = 256 blocks >= 132 SMs: no split.
+  EXPECT_EQ(cuda::ChooseSplitPartition(std::vector<int32_t>(64, 2048), 4, 132), 0);
+  // One sequence of 8192: split into partitions of at least 128 tokens.
+  const int32_t p = cuda::ChooseSplitPartition({8192}, 4, 132);
+  EXPECT_GE(p, 128);
+  EXPECT_LT(p, 8192);
+  EXPECT_EQ(p % 16, 0);
+  // Short contexts are never split.
+  EXPECT_EQ(cuda::ChooseSplitPartition({100, 50}, 4, 132), 0);
+  EXPECT_EQ(cuda::ChooseSplitPartition({}, 4, 132), 0);
+}
+
+TEST(AttentionPlanTest, RejectsBlockTablesOutsideTheCache) {
+  Case c;
+  c.seqs = {{40, 1}};
+  std::mt19937 rng(1);
+  BatchInput batch = MakeBatch(c, 3, rng);
+  AttentionPlanOptions o = PlanOptions(AttentionPath::kGeneric, -1);
+  o.num_blocks = 3;
+  EXPECT_TRUE(cuda::BuildAttentionPlan(batch, o).ok());
+  batch.block_tables[1] = 3;
+  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  batch.block_tables[1] = 0;
+  batch.positions[0] = 400;  // beyond the table's blocks
+  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pagoda::kernels

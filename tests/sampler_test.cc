@@ -1,0 +1,92 @@
+// The sampler on hand-made logits: exact tokens for greedy and filtered draws, penalties,
+// seeds and logprobs.
+#include <cmath>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "gtest/gtest.h"
+
+namespace pagoda::engine {
+namespace {
+
+SampleResult Draw(const SamplingParams& p, std::vector<float> logits, uint64_t seed = 1,
+                 int32_t index = 0, std::vector<int32_t> context = {},
+                 absl::flat_hash_map<int32_t, int32_t> counts = {}) {
+  SampleInput in{.params = &p, .seed = seed, .output_index = index, .context = context,
+                 .output_counts = &counts};
+  return Sample(in, absl::MakeSpan(logits));
+}
+
+TEST(SamplerTest, GreedyTakesTheLowestIdAmongTies) {
+  SamplingParams p{.temperature = 0};
+  EXPECT_EQ(Draw(p, {0.1f, 3.f, -1.f, 3.f}).token_id, 1);
+}
+
+TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
+  const std::vector<float> logits = {0.5f, 2.f, 1.9f, -3.f, 1.f};
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    EXPECT_EQ(Draw({.temperature = 1.f, .top_k = 1}, logits, seed).token_id, 1);
+    EXPECT_EQ(Draw({.temperature = 1.f, .top_p = 0.01f}, logits, seed).token_id, 1);
+  }
+}
+
+TEST(SamplerTest, TopKKeepsOnlyTheKMostLikely) {
+  const std::vector<float> logits = {5.f, 4.9f, 4.8f, 0.f, 0.f, 0.f};
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    EXPECT_LT(Draw({.temperature = 5.f, .top_k = 3}, logits, seed).token_id, 3);
+  }
+}
+
+TEST(SamplerTest, MinPDropsUnlikelyTokens) {
+  // Token 1 has probability e^-3 ~ 0.05 of token 0's: below min_p 0.1.
+  const std::vector<float> logits = {3.f, 0.f, 2.9f};
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    EXPECT_NE(Draw({.temperature = 1.f, .min_p = 0.1f}, logits, seed).token_id, 1);
+  }
+}
+
+TEST(SamplerTest, DrawsFollowTheDistribution) {
+  // softmax([0, ln 3]) = [0.25, 0.75].
+  const std::vector<float> logits = {0.f, std::log(3.f)};
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) ones += Draw({.temperature = 1.f}, logits, 9, i).token_id;
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
+TEST(SamplerTest, SameSeedAndIndexSameToken) {
+  const std::vector<float> logits = {1.f, 1.2f, 0.9f, 1.1f, 1.05f};
+  SamplingParams p{.temperature = 1.f};
+  for (int32_t i = 0; i < 20; ++i) EXPECT_EQ(Draw(p, logits, 77, i).token_id, Draw(p, logits, 77, i).token_id);
+  EXPECT_EQ(UniformDraw(3, 4), UniformDraw(3, 4));
+  EXPECT_NE(UniformDraw(3, 4), UniformDraw(3, 5));
+  EXPECT_NE(UniformDraw(3, 4), UniformDraw(4, 4));
+}
+
+TEST(SamplerTest, PenaltiesChangeTheGreedyChoice) {
+  const std::vector<float> logits = {2.f, 1.9f, 1.f};
+  // Repetition: token 0 is in the context; 2 / 1.2 < 1.9.
+  EXPECT_EQ(Draw({.temperature = 0, .repetition_penalty = 1.2f}, logits, 1, 0, {0}).token_id, 1);
+  // Presence and frequency: token 0 was generated twice.
+  absl::flat_hash_map<int32_t, int32_t> counts = {{0, 2}};
+  EXPECT_EQ(Draw({.temperature = 0, .presence_penalty = 0.2f}, logits, 1, 0, {}, counts).token_id, 1);
+  EXPECT_EQ(Draw({.temperature = 0, .frequency_penalty = 0.06f}, logits, 1, 0, {}, counts).token_id,
+            1);
+  EXPECT_EQ(Draw({.temperature = 0, .frequency_penalty = 0.04f}, logits, 1, 0, {}, counts).token_id,
+            0);
+}
+
+TEST(SamplerTest, LogprobsComeFromTheRawLogits) {
+  const std::vector<float> logits = {0.f, std::log(3.f), -100.f};
+  const SampleResult r = Draw({.temperature = 0, .logprobs = 2}, logits);
+  ASSERT_TRUE(r.logprob.has_value());
+  EXPECT_EQ(r.logprob->token_id, 1);
+  EXPECT_NEAR(r.logprob->logprob, std::log(0.75), 1e-6);
+  ASSERT_EQ(r.logprob->top.size(), 2u);
+  EXPECT_EQ(r.logprob->top[0].first, 1);
+  EXPECT_EQ(r.logprob->top[1].first, 0);
+  EXPECT_NEAR(r.logprob->top[1].second, std::log(0.25), 1e-6);
+  EXPECT_FALSE(Draw({.temperature = 0}, logits).logprob.has_value());
+}
+
+}  // namespace
+}  // namespace pagoda::engine
