@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"

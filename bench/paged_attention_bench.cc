@@ -36,14 +36,14 @@ constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 16;
 constexpr int kElem = 2;  // bf16
 
-#define CHECK_CUDA(expr)                                                        \
-  do {                                                                          \
-    const cudaError_t err_ = (expr);                                            \
-    if (err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,        \
-                   cudaGetErrorString(err_));                                   \
-      std::exit(1);                                                             \
-    }                                                                           \
+#define CHECK_CUDA(expr)                                                 \
+  do {                                                                   \
+    const cudaError_t err_ = (expr);                                     \
+    if (err_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(err_));                            \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 struct Args {
@@ -94,8 +94,8 @@ void* RandomDeviceBf16(size_t elems, std::mt19937& rng) {
   CHECK_CUDA(cudaMemcpy(p, host.data(), chunk * kElem, cudaMemcpyHostToDevice));
   for (size_t at = chunk; at < elems; at += chunk) {
     const size_t n = std::min(chunk, elems - at);
-    CHECK_CUDA(cudaMemcpy(static_cast<char*>(p) + at * kElem, p, n * kElem,
-                          cudaMemcpyDeviceToDevice));
+    CHECK_CUDA(
+        cudaMemcpy(static_cast<char*>(p) + at * kElem, p, n * kElem, cudaMemcpyDeviceToDevice));
   }
   return p;
 }
@@ -111,7 +111,8 @@ double CopyBandwidth(cudaStream_t stream) {
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+  for (int i = 0; i < 3; ++i)
+    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
   constexpr int kIters = 20;
   CHECK_CUDA(cudaEventRecord(start, stream));
   for (int i = 0; i < kIters; ++i) {
@@ -225,8 +226,8 @@ int main(int argc, char** argv) {
   std::printf("device-to-device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbs);
   std::printf("decode attention: %d q heads, %d kv heads, head_dim %d, bf16, block_size %d\n",
               kHeads, kKvHeads, kHeadDim, kBlockSize);
-  std::printf("%6s %8s %7s %10s %8s %7s | %10s %8s %7s\n", "batch", "context", "split",
-              "time_us", "GB/s", "%copy", "nosplit_us", "GB/s", "%copy");
+  std::printf("%6s %8s %7s %10s %8s %7s | %10s %8s %7s\n", "batch", "context", "split", "time_us",
+              "GB/s", "%copy", "nosplit_us", "GB/s", "%copy");
   std::mt19937 rng(42);
   for (int context : args.contexts) {
     for (int batch : args.batches) {
@@ -259,10 +260,10 @@ int main(int argc, char** argv) {
       p.scale_log2 = 1.4426950408889634f / 11.313708f;
       const double bytes = 2.0 * batch * context * kKvHeads * kHeadDim * kElem +
                            2.0 * batch * kHeads * kHeadDim * kElem;
-      const Timing auto_split = TimeAttention(b, p, num_blocks, prop.multiProcessorCount, -1,
-                                              args.iters, stream);
-      const Timing no_split = TimeAttention(b, p, num_blocks, prop.multiProcessorCount, 0,
-                                            args.iters, stream);
+      const Timing auto_split =
+          TimeAttention(b, p, num_blocks, prop.multiProcessorCount, -1, args.iters, stream);
+      const Timing no_split =
+          TimeAttention(b, p, num_blocks, prop.multiProcessorCount, 0, args.iters, stream);
       const double gbs = bytes / (auto_split.us * 1e-6) / 1e9;
       const double gbs0 = bytes / (no_split.us * 1e-6) / 1e9;
       const std::string split =

@@ -35,18 +35,19 @@ namespace {
 using ::pagoda::testing::BinDir;
 using ::pagoda::testing::MakeTempDir;
 
-// Starts `args` with stdout and stderr sent to files; returns the child's pid.
+// Starts `args` with stdout and stderr sent to files; returns the child's pid (-1 when
+// fork fails). The child only makes async-signal-safe calls: the parent has threads.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out_path,
             const std::string& err_path) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid != 0) return pid;
   const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(out, STDOUT_FILENO);
   dup2(err, STDERR_FILENO);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   execv(argv[0], argv.data());
   _exit(127);
 }
@@ -58,18 +59,24 @@ int WaitExit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// A port nobody listens on right now: bound to port 0, then released.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+// `n` distinct ports nobody listens on right now: all bound to port 0 at once, then
+// released.
+std::vector<int> FreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
 }
 
 struct BenchRun {
@@ -273,7 +280,7 @@ TEST(BenchProcessTest, BadFlagsAndUnreachableServerExitNonZero) {
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--dataset=nope"}).exit_code, 2);
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--goodput", "ttfb:1"}).exit_code, 2);
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--tls-ca=/nonexistent/ca.pem"}).exit_code, 2);
-  const BenchRun unreachable = RunBench(absl::StrCat("127.0.0.1:", FreePort()), {});
+  const BenchRun unreachable = RunBench(absl::StrCat("127.0.0.1:", FreePorts(1)[0]), {});
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_THAT(unreachable.stderr_text, ::testing::HasSubstr("UNAVAILABLE"));
 }
@@ -281,7 +288,10 @@ TEST(BenchProcessTest, BadFlagsAndUnreachableServerExitNonZero) {
 // A `pagoda serve` daemon on the tiny preset, stopped with SIGTERM at the end.
 class Daemon {
  public:
-  Daemon() : dir_(MakeTempDir()), port_(FreePort()), metrics_port_(FreePort()) {
+  Daemon() : dir_(MakeTempDir()) {
+    const std::vector<int> ports = FreePorts(2);
+    port_ = ports[0];
+    metrics_port_ = ports[1];
     const std::string model = dir_ + "/tiny.gguf";
     const int made =
         WaitExit(Spawn({BinDir() + "/pagoda", "make-model", "--preset", "tiny", "--out", model},
@@ -292,6 +302,7 @@ class Daemon {
                  dir_ + "/serve.out", dir_ + "/serve.err");
   }
   ~Daemon() {
+    if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
     WaitExit(pid_);
   }
@@ -331,8 +342,8 @@ class Daemon {
 
  private:
   std::string dir_;
-  int port_;
-  int metrics_port_;
+  int port_ = 0;
+  int metrics_port_ = 0;
   pid_t pid_ = -1;
 };
 
@@ -349,7 +360,9 @@ TEST(BenchDaemonTest, ClosedLoopCountsMatchTheServer) {
   EXPECT_EQ(run.json["completed"], 100);
   EXPECT_EQ(run.json["failed"], 0);
   EXPECT_EQ(run.json["total_output_tokens"].get<long long>(), after - before);
-  EXPECT_EQ(run.json["total_output_tokens"], 100 * 16);  // --ignore-eos fixes the length
+  // --ignore-eos fixes every length at max_tokens.
+  EXPECT_EQ(run.json["output_lens"], nlohmann::json(std::vector<int>(100, 16)));
+  EXPECT_EQ(run.json["input_lens"], nlohmann::json(std::vector<int>(100, 32)));
   EXPECT_EQ(run.json["total_input_tokens"], 100 * 32);
   ExpectConsistent(run.json);
   EXPECT_LE(run.json["peak_in_flight_requests"].get<int>(), 8);

@@ -44,9 +44,9 @@ struct Case {
 
   std::string Name() const {
     return absl::StrCat(std::string(DTypeName(dtype)), " head_dim ", head_dim, " block_size ",
-                        block_size, " group ", group, " kv_heads ", kv_heads, " seqs ",
-                        seqs.size(), options.generic_attention ? " generic" : "",
-                        " split ", options.split_kv_partition);
+                        block_size, " group ", group, " kv_heads ", kv_heads, " seqs ", seqs.size(),
+                        options.generic_attention ? " generic" : "", " split ",
+                        options.split_kv_partition);
   }
 };
 
@@ -85,11 +85,10 @@ BatchInput MakeBatch(const Case& c, int32_t num_blocks, std::mt19937& rng) {
 void RunCase(const Case& c, uint32_t seed) {
   SCOPED_TRACE(c.Name());
   std::mt19937 rng(seed);
-  testing::BackendPair b = testing::MakeBackendPair({.dtype = c.dtype,
-                                                     .generic_attention =
-                                                         c.options.generic_attention,
-                                                     .split_kv_partition =
-                                                         c.options.split_kv_partition});
+  testing::BackendPair b =
+      testing::MakeBackendPair({.dtype = c.dtype,
+                                .generic_attention = c.options.generic_attention,
+                                .split_kv_partition = c.options.split_kv_partition});
   ASSERT_NE(b.cuda, nullptr);
   int32_t num_blocks = 3;
   for (const Seq& s : c.seqs) num_blocks += (s.context + c.block_size - 1) / c.block_size;
@@ -98,9 +97,12 @@ void RunCase(const Case& c, uint32_t seed) {
   const int64_t width = int64_t{heads} * c.head_dim;
   const int64_t n = batch.num_tokens();
 
-  const KvCacheShape shape{.num_layers = 2, .num_blocks = num_blocks,
-                           .block_size = c.block_size, .num_kv_heads = c.kv_heads,
-                           .head_dim = c.head_dim, .dtype = c.dtype};
+  const KvCacheShape shape{.num_layers = 2,
+                           .num_blocks = num_blocks,
+                           .block_size = c.block_size,
+                           .num_kv_heads = c.kv_heads,
+                           .head_dim = c.head_dim,
+                           .dtype = c.dtype};
   const int64_t cache_rows = 2 * shape.num_layers * int64_t{num_blocks} * c.block_size;
   TwinTensor cache = MakeTwin(b, RandomValues(cache_rows * shape.token_elems(), rng), cache_rows,
                               shape.token_elems());
@@ -125,13 +127,10 @@ void RunCase(const Case& c, uint32_t seed) {
 
 // Decode contexts around block boundaries plus prefill chunks, one batch.
 std::vector<Seq> MixedSeqs(int32_t block_size, bool long_context) {
-  std::vector<Seq> seqs = {{1, 1},
-                           {block_size - 1, 1},
-                           {block_size, 1},
-                           {block_size + 1, 1},
-                           {37, 37},           // a whole prompt
-                           {300, 1},
-                           {90, 9},            // a chunk after a cached prefix
+  std::vector<Seq> seqs = {{1, 1},          {block_size - 1, 1},
+                           {block_size, 1}, {block_size + 1, 1},
+                           {37, 37},                  // a whole prompt
+                           {300, 1},        {90, 9},  // a chunk after a cached prefix
                            {2, 2}};
   if (long_context) seqs.push_back({4096, 1});
   return seqs;
@@ -158,14 +157,14 @@ TEST_P(CudaAttentionGridTest, MixedBatchesMatchCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CudaAttentionGridTest,
-    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                       ::testing::Values(64, 128, 8)),
-    [](const auto& info) {
-      return absl::StrCat(std::string(DTypeName(std::get<0>(info.param))), "_hd",
-                          std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionGridTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
+                                                              DType::kF16),
+                                            ::testing::Values(64, 128, 8)),
+                         [](const auto& info) {
+                           return absl::StrCat(std::string(DTypeName(std::get<0>(info.param))),
+                                               "_hd", std::get<1>(info.param));
+                         });
 
 TEST(CudaAttentionTest, SplitKvForcedAndOffMatchCpu) {
   PAGODA_SKIP_WITHOUT_CUDA();
@@ -244,8 +243,12 @@ TEST(CudaAttentionTest, UnsupportedShapesAreReported) {
   batch.block_tables = {0};
   batch.max_blocks_per_seq = 1;
   ASSERT_TRUE(be.PrepareBatch(batch).ok());
-  const KvCacheShape shape{.num_layers = 1, .num_blocks = 1, .block_size = 16,
-                           .num_kv_heads = 1, .head_dim = 320, .dtype = be.kv_dtype()};
+  const KvCacheShape shape{.num_layers = 1,
+                           .num_blocks = 1,
+                           .block_size = 16,
+                           .num_kv_heads = 1,
+                           .head_dim = 320,
+                           .dtype = be.kv_dtype()};
   auto mem = be.Allocate(shape.total_bytes());
   auto q = be.AllocateTensor(be.activation_dtype(), 1, 320);
   ASSERT_TRUE(mem.ok() && q.ok());
@@ -268,8 +271,12 @@ using cuda::AttentionPlanOptions;
 using cuda::AttentionShape;
 
 TEST(AttentionPlanTest, ChoosesTensorCoresOnlyForSupportedShapes) {
-  AttentionShape s{.dtype = DType::kBF16, .head_dim = 128, .block_size = 16, .num_heads = 32,
-                   .num_kv_heads = 4, .aligned = true};
+  AttentionShape s{.dtype = DType::kBF16,
+                   .head_dim = 128,
+                   .block_size = 16,
+                   .num_heads = 32,
+                   .num_kv_heads = 4,
+                   .aligned = true};
   EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kTensorCore);
   s.dtype = DType::kF32;
   EXPECT_EQ(*cuda::ChooseAttentionPath(s), AttentionPath::kGeneric);
@@ -294,8 +301,13 @@ TEST(AttentionPlanTest, ChoosesTensorCoresOnlyForSupportedShapes) {
 }
 
 AttentionPlanOptions PlanOptions(AttentionPath path, int32_t split) {
-  return {.path = path, .num_heads = 8, .num_kv_heads = 2, .num_blocks = 1000,
-          .block_size = 16, .num_sms = 132, .split_partition = split};
+  return {.path = path,
+          .num_heads = 8,
+          .num_kv_heads = 2,
+          .num_blocks = 1000,
+          .block_size = 16,
+          .num_sms = 132,
+          .split_partition = split};
 }
 
 TEST(AttentionPlanTest, RoutesDecodeTokensToItemsAndPrefillTokensToTiles) {
@@ -371,12 +383,10 @@ TEST(AttentionPlanTest, RejectsBlockTablesOutsideTheCache) {
   o.num_blocks = 3;
   EXPECT_TRUE(cuda::BuildAttentionPlan(batch, o).ok());
   batch.block_tables[1] = 3;
-  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(), absl::StatusCode::kInvalidArgument);
   batch.block_tables[1] = 0;
   batch.positions[0] = 400;  // beyond the table's blocks
-  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::BuildAttentionPlan(batch, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

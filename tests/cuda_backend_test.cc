@@ -2,6 +2,8 @@
 // against the CPU backend (the reference) on random inputs, for f32, bf16 and f16, with
 // strided column views and NaN-poisoned outputs. Attention has its own file
 // (cuda_attention_test.cc). Tests that need a device skip without one.
+#include "kernels/cuda/cuda_backend.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -12,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_backend.h"
 #include "tests/cuda_test_util.h"
 
 namespace pagoda::kernels {
@@ -104,8 +105,8 @@ TEST_P(CudaOpsTest, RopeMatchesCpuOnFusedQkvViews) {
   };
   const std::vector<int32_t> positions = {0, 1, 2, 5, 17, 100, 1000, 4095, 8191};
   const int64_t n = static_cast<int64_t>(positions.size());
-  for (const Case c : {Case{8, 4, 8, 8, 10000.f}, Case{4, 1, 64, 64, 10000.f},
-                       Case{4, 2, 128, 64, 500000.f}}) {
+  for (const Case c :
+       {Case{8, 4, 8, 8, 10000.f}, Case{4, 1, 64, 64, 10000.f}, Case{4, 2, 128, 64, 500000.f}}) {
     Prepare(FlatBatch(positions));
     const int64_t q_dim = int64_t{c.heads} * c.head_dim;
     const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim;
@@ -155,8 +156,12 @@ TEST_P(CudaOpsTest, EmbedAndGatherLogitRowsMatchCpu) {
 }
 
 TEST_P(CudaOpsTest, WriteKvScattersThroughSlotMappingAndSkipsNegativeSlots) {
-  const KvCacheShape shape{.num_layers = 2, .num_blocks = 9, .block_size = 16,
-                           .num_kv_heads = 2, .head_dim = 64, .dtype = dtype()};
+  const KvCacheShape shape{.num_layers = 2,
+                           .num_blocks = 9,
+                           .block_size = 16,
+                           .num_kv_heads = 2,
+                           .head_dim = 64,
+                           .dtype = dtype()};
   const int64_t cache_rows = 2 * shape.num_layers * int64_t{shape.num_blocks} * shape.block_size;
   const int64_t width = shape.token_elems();
   // Both caches start with the same values, so untouched slots must stay equal too.
@@ -174,8 +179,8 @@ TEST_P(CudaOpsTest, WriteKvScattersThroughSlotMappingAndSkipsNegativeSlots) {
   for (int32_t layer : {1, 0}) {
     b_.cpu->WriteKv(qkv.cpu.Cols(q_dim, width), qkv.cpu.Cols(q_dim + width, width), cpu_cache,
                     layer);
-    b_.cuda->WriteKv(qkv.cuda.Cols(q_dim, width), qkv.cuda.Cols(q_dim + width, width),
-                     cuda_cache, layer);
+    b_.cuda->WriteKv(qkv.cuda.Cols(q_dim, width), qkv.cuda.Cols(q_dim + width, width), cuda_cache,
+                     layer);
   }
   Compare(cache, "WriteKv cache");
 }

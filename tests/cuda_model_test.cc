@@ -31,9 +31,12 @@ std::vector<int32_t> Greedy(LlamaModel& model, const std::vector<int32_t>& promp
   constexpr int32_t kBlock = 16;
   const int32_t total = static_cast<int32_t>(prompt.size()) + steps;
   const int32_t blocks = (total + kBlock - 1) / kBlock;
-  const KvCacheShape shape{.num_layers = c.num_layers, .num_blocks = blocks + 2,
-                           .block_size = kBlock, .num_kv_heads = c.num_kv_heads,
-                           .head_dim = c.head_dim, .dtype = be.kv_dtype()};
+  const KvCacheShape shape{.num_layers = c.num_layers,
+                           .num_blocks = blocks + 2,
+                           .block_size = kBlock,
+                           .num_kv_heads = c.num_kv_heads,
+                           .head_dim = c.head_dim,
+                           .dtype = be.kv_dtype()};
   auto memory = be.Allocate(shape.total_bytes());
   EXPECT_TRUE(memory.ok());
   if (!memory.ok()) return {};
@@ -81,8 +84,8 @@ class CudaModelTest : public ::testing::Test {
         pagoda::testing::ReadFileOrDie(pagoda::testing::ModelPath("stories260K.golden.json")));
   }
   std::unique_ptr<LlamaModel> Load(kernels::DType dtype) {
-    auto backend = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
-                                              {.dtype = dtype});
+    auto backend =
+        kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda}, {.dtype = dtype});
     EXPECT_TRUE(backend.ok()) << backend.status();
     if (!backend.ok()) return nullptr;
     backend_ = std::move(*backend);

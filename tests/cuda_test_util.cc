@@ -111,8 +111,8 @@ void ExpectAllClose(const std::vector<float>& got, const std::vector<float>& wan
       if (++bad <= 5) absl::StrAppend(&examples, "\n  [", i, "] got ", got[i], " want ", want[i]);
     }
   }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements differ (tol " << tol << ", rms " << rms << ")" << examples;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements differ (tol "
+                     << tol << ", rms " << rms << ")" << examples;
 }
 
 }  // namespace pagoda::testing

@@ -13,10 +13,10 @@
 #include "kernels/cuda/cuda_backend.h"
 
 // Skips the current test (with the reason) unless a CUDA device is usable.
-#define PAGODA_SKIP_WITHOUT_CUDA()                                           \
-  do {                                                                       \
+#define PAGODA_SKIP_WITHOUT_CUDA()                                                \
+  do {                                                                            \
     const ::absl::Status pagoda_cuda_ = ::pagoda::kernels::CudaDeviceAvailable(); \
-    if (!pagoda_cuda_.ok()) GTEST_SKIP() << pagoda_cuda_.message();          \
+    if (!pagoda_cuda_.ok()) GTEST_SKIP() << pagoda_cuda_.message();               \
   } while (0)
 
 namespace pagoda::testing {

@@ -43,7 +43,9 @@ main() {
     cuda_model_test paged_attention_bench || return 1
 
   step "CUDA tests"
-  ctest --test-dir "$BUILD_DIR" -R cuda --output-on-failure -j4 --timeout 300 || status=1
+  # Test names are the gtest names (CudaOpsTest..., AttentionPlanTest...): match both cases.
+  ctest --test-dir "$BUILD_DIR" -R "[Cc]uda|AttentionPlan" --output-on-failure -j4 \
+    --timeout 300 || status=1
 
   step "paged-attention decode bandwidth"
   "$BUILD_DIR"/bin/paged_attention_bench || status=1

@@ -80,26 +80,23 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
   const int num_tiles = (item.kv_end - item.kv_begin + kDecodeTile - 1) / kDecodeTile;
   if (warp < num_tiles) {
     LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf, buf + 2 * kTileElems, src,
-                                             item.kv_begin + warp * kDecodeTile, item.kv_end,
-                                             lane);
+                                             item.kv_begin + warp * kDecodeTile, item.kv_end, lane);
   }
   CpAsyncCommit();
   int stage = 0;
   for (int tile = warp; tile < num_tiles; tile += kDecodeWarps) {
     const int next = tile + kDecodeWarps;
     if (next < num_tiles) {
-      LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf + (stage ^ 1) * kTileElems,
-                                               buf + (2 + (stage ^ 1)) * kTileElems, src,
-                                               item.kv_begin + next * kDecodeTile, item.kv_end,
-                                               lane);
+      LoadKvTile<T, kHeadDim, kDecodeTile, 32>(
+          buf + (stage ^ 1) * kTileElems, buf + (2 + (stage ^ 1)) * kTileElems, src,
+          item.kv_begin + next * kDecodeTile, item.kv_end, lane);
     }
     CpAsyncCommit();
     CpAsyncWait<1>();  // the current tile has landed (groups complete in order)
     __syncwarp();      // ... for every lane's copies
-    AttendTile<T, kHeadDim, kDecodeTile>(st, qa, buf + stage * kTileElems,
-                                         buf + (2 + stage) * kTileElems,
-                                         item.kv_begin + tile * kDecodeTile, limit, p.scale_log2,
-                                         lane);
+    AttendTile<T, kHeadDim, kDecodeTile>(
+        st, qa, buf + stage * kTileElems, buf + (2 + stage) * kTileElems,
+        item.kv_begin + tile * kDecodeTile, limit, p.scale_log2, lane);
     __syncwarp();  // all lanes are done reading `stage` before it is refilled
     stage ^= 1;
   }
@@ -119,7 +116,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
     const int d = i % kHeadDim;
     float m = kNegInf;
 #pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) m = fmaxf(m, states[w * kStateFloats + 16 * kHeadDim + row]);
+    for (int w = 0; w < kDecodeWarps; ++w)
+      m = fmaxf(m, states[w * kStateFloats + 16 * kHeadDim + row]);
     float l = 0.f;
     float o = 0.f;
 #pragma unroll

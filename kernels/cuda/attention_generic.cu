@@ -16,7 +16,8 @@ constexpr int kKeysPerStep = 4;
 constexpr float kNegInfinity = -__builtin_huge_valf();
 
 template <typename T>
-__global__ void __launch_bounds__(kWarps * 32) GenericAttentionKernel(const PagedAttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32)
+    GenericAttentionKernel(const PagedAttentionParams p) {
   const int64_t warp_id = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (warp_id >= static_cast<int64_t>(p.num_items) * p.num_heads) return;  // whole warps
   const int lane = threadIdx.x & 31;

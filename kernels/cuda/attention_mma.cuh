@@ -123,11 +123,11 @@ __device__ __forceinline__ void LoadQFragments(uint32_t (&qa)[kHeadDim / 16][4],
 
 // Where one KV head's rows are in the cache, and how positions map to slots.
 struct KvSource {
-  const void* k_plane;    // [num_slots, num_kv_heads, head_dim]
+  const void* k_plane;  // [num_slots, num_kv_heads, head_dim]
   const void* v_plane;
-  const int32_t* table;   // the sequence's block table
-  int64_t slot_stride;    // num_kv_heads * head_dim
-  int64_t head_offset;    // kv_head * head_dim
+  const int32_t* table;  // the sequence's block table
+  int64_t slot_stride;   // num_kv_heads * head_dim
+  int64_t head_offset;   // kv_head * head_dim
   int32_t log2_block_size;
 };
 
@@ -271,10 +271,10 @@ __device__ __forceinline__ void AttendTile(WarpState<kHeadDim>& st,
   // 8-dim output tiles: matrices (tokens 0-7 | 8-15) x (dims 16jp..+7 | 16jp+8..+15).
 #pragma unroll
   for (int kp = 0; kp < kTileN / 16; ++kp) {
-    const uint32_t pa[4] = {
-        Mma<T>::Pack(s[2 * kp][0], s[2 * kp][1]), Mma<T>::Pack(s[2 * kp][2], s[2 * kp][3]),
-        Mma<T>::Pack(s[2 * kp + 1][0], s[2 * kp + 1][1]),
-        Mma<T>::Pack(s[2 * kp + 1][2], s[2 * kp + 1][3])};
+    const uint32_t pa[4] = {Mma<T>::Pack(s[2 * kp][0], s[2 * kp][1]),
+                            Mma<T>::Pack(s[2 * kp][2], s[2 * kp][3]),
+                            Mma<T>::Pack(s[2 * kp + 1][0], s[2 * kp + 1][1]),
+                            Mma<T>::Pack(s[2 * kp + 1][2], s[2 * kp + 1][3])};
 #pragma unroll
     for (int jp = 0; jp < kHeadDim / 16; ++jp) {
       const int row = 16 * kp + r8 + ((mat & 1) << 3);

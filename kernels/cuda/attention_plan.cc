@@ -44,7 +44,8 @@ void AddDecodeItems(int32_t token, int32_t s, int32_t context, int32_t partition
   const int32_t chunk = RoundUp((context + parts - 1) / parts, 16);
   SplitToken split{token, plan->num_partials, 0, 0};
   for (int32_t begin = 0; begin < context; begin += chunk) {
-    plan->items.push_back({token, s, begin, std::min(context, begin + chunk), plan->num_partials++});
+    plan->items.push_back(
+        {token, s, begin, std::min(context, begin + chunk), plan->num_partials++});
     ++split.num_partials;
   }
   plan->splits.push_back(split);
@@ -54,9 +55,8 @@ void AddDecodeItems(int32_t token, int32_t s, int32_t context, int32_t partition
 
 absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& s) {
   if (s.num_kv_heads <= 0 || s.num_heads <= 0 || s.num_heads % s.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda attention: ", s.num_heads,
-                                                   " query heads over ", s.num_kv_heads,
-                                                   " KV heads"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda attention: ", s.num_heads, " query heads over ", s.num_kv_heads, " KV heads"));
   }
   if (!IsPowerOfTwo(s.block_size) || s.block_size > 256) {
     return absl::UnimplementedError(absl::StrCat("cuda attention: block_size ", s.block_size,
@@ -116,8 +116,8 @@ absl::StatusOr<AttentionPlan> BuildAttentionPlan(const BatchInput& batch,
       if (batch.positions[i] < 0) return absl::InvalidArgumentError("cuda attention: position < 0");
     }
     if (end > begin) {
-      const int32_t last = *std::max_element(batch.positions.begin() + begin,
-                                             batch.positions.begin() + end);
+      const int32_t last =
+          *std::max_element(batch.positions.begin() + begin, batch.positions.begin() + end);
       if (absl::Status st = CheckBlockTable(batch, s, last + 1, o); !st.ok()) return st;
     }
     if (end - begin == 1) {

@@ -35,7 +35,7 @@ struct AttentionPlanOptions {
   int32_t num_kv_heads = 0;
   int32_t num_blocks = 0;  // of the cache, to check block tables
   int32_t block_size = 0;
-  int32_t num_sms = 132;   // multiprocessors of the device
+  int32_t num_sms = 132;  // multiprocessors of the device
   // Split-KV partition in tokens: < 0 lets ChooseSplitPartition decide, 0 never splits, > 0
   // forces that size (rounded up to a multiple of 16).
   int32_t split_partition = -1;
@@ -44,10 +44,10 @@ struct AttentionPlanOptions {
 struct AttentionPlan {
   std::vector<AttentionItem> items;  // decode items first, then (generic path) prefill tokens
   int32_t num_decode_items = 0;
-  std::vector<PrefillTile> tiles;    // tensor-core path only
+  std::vector<PrefillTile> tiles;  // tensor-core path only
   std::vector<SplitToken> splits;
   int32_t num_partials = 0;
-  int32_t partition_size = 0;        // split-KV partition chosen; 0 = nothing split
+  int32_t partition_size = 0;  // split-KV partition chosen; 0 = nothing split
 };
 
 // The split-KV partition size (tokens, 0 = no split) for decode tokens with contexts

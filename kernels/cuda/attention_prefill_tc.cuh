@@ -20,7 +20,8 @@ static_assert(kPrefillTileRows == 16 * kPrefillWarps, "a warp owns 16 rows of a 
 constexpr int kPrefillTile = 32;
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kPrefillWarps * 32) PrefillTcKernel(const PagedAttentionParams p) {
+__global__ void __launch_bounds__(kPrefillWarps * 32)
+    PrefillTcKernel(const PagedAttentionParams p) {
   constexpr int kTileElems = kPrefillTile * kHeadDim;
   __shared__ __align__(128) T sk[2][kTileElems];
   __shared__ __align__(128) T sv[2][kTileElems];
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(kPrefillWarps * 32) PrefillTcKernel(const Page
     const int head = kv_head * group + row % group;
     if (j < tile.num_tokens) {
       const int64_t token = tile.token_begin + j;
-      q_row[r] = static_cast<const T*>(p.q) + token * p.q_stride +
-                 static_cast<int64_t>(head) * kHeadDim;
+      q_row[r] =
+          static_cast<const T*>(p.q) + token * p.q_stride + static_cast<int64_t>(head) * kHeadDim;
       out_offset[r] = token * p.out_stride + static_cast<int64_t>(head) * kHeadDim;
       limit[r] = p.positions[token];
     } else {

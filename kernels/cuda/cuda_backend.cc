@@ -47,8 +47,7 @@ absl::Status CudaDeviceAvailable() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return absl::UnavailableError(
-        absl::StrCat("no usable CUDA device: ", cudaGetErrorString(err)));
+    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorString(err)));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device present");
   int major = 0;
@@ -189,8 +188,8 @@ absl::StatusOr<DeviceBuffer> CudaBackend::Allocate(size_t bytes) {
   const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 1));
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return absl::ResourceExhaustedError(absl::StrCat("cuda: cannot allocate ", bytes,
-                                                     " bytes: ", cudaGetErrorString(err)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cuda: cannot allocate ", bytes, " bytes: ", cudaGetErrorString(err)));
   }
   return DeviceBuffer(p, bytes, [](void* q) { cudaFree(q); });
 }
@@ -234,7 +233,8 @@ absl::StatusOr<OwnedTensor> CudaBackend::CreateWeight(const float* host, int64_t
       cuda::GatherRowsParams p;
       p.in = convert_.data();
       p.in_dtype = DType::kF32;
-      p.out = static_cast<char*>(t->view.data) + at * static_cast<int64_t>(DTypeSize(options_.dtype));
+      p.out =
+          static_cast<char*>(t->view.data) + at * static_cast<int64_t>(DTypeSize(options_.dtype));
       p.out_dtype = options_.dtype;
       p.rows = 1;
       p.cols = len;
@@ -249,10 +249,10 @@ absl::Status CudaBackend::ReadF32(const Tensor& x, float* host) {
   const size_t row_bytes = static_cast<size_t>(x.cols) * 4;
   if (x.rows > 0 && x.cols > 0) {
     if (x.dtype == DType::kF32) {
-      Record(CudaStatus(cudaMemcpy2DAsync(host, row_bytes, x.data, static_cast<size_t>(x.stride) * 4,
-                                          row_bytes, static_cast<size_t>(x.rows),
-                                          cudaMemcpyDeviceToHost, stream_),
-                        "read"));
+      Record(CudaStatus(
+          cudaMemcpy2DAsync(host, row_bytes, x.data, static_cast<size_t>(x.stride) * 4, row_bytes,
+                            static_cast<size_t>(x.rows), cudaMemcpyDeviceToHost, stream_),
+          "read"));
     } else if (absl::Status st = convert_.Reserve(row_bytes * x.rows, stream_); !st.ok()) {
       Record(st);
     } else {
@@ -282,7 +282,8 @@ absl::Status CudaBackend::PrepareBatch(const BatchInput& batch) {
   if (batch.positions.size() != n || batch.slot_mapping.size() != n ||
       batch.query_start_loc.size() != seqs + 1 || batch.max_blocks_per_seq < 0 ||
       batch.block_tables.size() != seqs * static_cast<size_t>(batch.max_blocks_per_seq) ||
-      batch.query_start_loc.front() != 0 || batch.query_start_loc.back() != static_cast<int32_t>(n)) {
+      batch.query_start_loc.front() != 0 ||
+      batch.query_start_loc.back() != static_cast<int32_t>(n)) {
     return absl::InvalidArgumentError("cuda: inconsistent batch metadata");
   }
   for (size_t s = 0; s < seqs; ++s) {
@@ -337,8 +338,8 @@ absl::Status CudaBackend::EnsurePlan(const PlanKey& key) {
   const char* base = plan_upload_.device();
   dev_items_ = reinterpret_cast<const AttentionItem*>(
       base + pack.Add(plan_.items.data(), plan_.items.size()));
-  dev_tiles_ = reinterpret_cast<const PrefillTile*>(
-      base + pack.Add(plan_.tiles.data(), plan_.tiles.size()));
+  dev_tiles_ =
+      reinterpret_cast<const PrefillTile*>(base + pack.Add(plan_.tiles.data(), plan_.tiles.size()));
   dev_splits_ = reinterpret_cast<const SplitToken*>(
       base + pack.Add(plan_.splits.data(), plan_.splits.size()));
   if (absl::Status st = plan_upload_.Upload(pack.size(), stream_); !st.ok()) return st;

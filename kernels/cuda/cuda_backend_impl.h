@@ -32,8 +32,7 @@ class CudaBackend final : public Backend {
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   absl::Status Zero(void* dst, size_t bytes) override;
-  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
-                                           int64_t cols) override;
+  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows, int64_t cols) override;
   absl::Status ReadF32(const Tensor& x, float* host) override;
   absl::Status Synchronize() override;
   absl::Status PrepareBatch(const BatchInput& batch) override;
@@ -44,8 +43,7 @@ class CudaBackend final : public Backend {
   void Rope(const Tensor& q, const Tensor& k, const RopeParams& params) override;
   void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void Add(const Tensor& x, const Tensor& y) override;
-  void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,
-               int32_t layer) override;
+  void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache, int32_t layer) override;
   void Attention(const Tensor& q, const PagedKvCache& cache, int32_t layer,
                  const AttentionParams& params, const Tensor& out) override;
   void GatherLogitRows(const Tensor& x, const Tensor& out) override;
@@ -76,8 +74,8 @@ class CudaBackend final : public Backend {
     bool operator==(const PlanKey&) const = default;
   };
 
-  CudaBackend(int device, const CudaOptions& options, cudaStream_t stream,
-              cublasHandle_t cublas, int num_sms);
+  CudaBackend(int device, const CudaOptions& options, cudaStream_t stream, cublasHandle_t cublas,
+              int num_sms);
   // Keeps the first failure until Synchronize, ReadF32 or CopyToHost reports it.
   void Record(absl::Status status);
   // Records a launch error of op `op`.

@@ -26,9 +26,7 @@ std::string Describe(const Tensor& t) {
   return absl::StrCat("[", t.rows, " x ", t.cols, " ", std::string(DTypeName(t.dtype)), "]");
 }
 
-bool Aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 cudaDataType_t CublasType(DType dtype) {
   switch (dtype) {
@@ -50,10 +48,10 @@ int32_t Log2(int32_t x) {
 }  // namespace
 
 // Records InvalidArgument "cuda: <op>: <what>" and returns from the op unless `ok`.
-#define PAGODA_CHECK_OP(ok, op, what)                                              \
-  if (!(ok)) {                                                                     \
-    Record(absl::InvalidArgumentError(absl::StrCat("cuda: ", op, ": ", what)));    \
-    return;                                                                        \
+#define PAGODA_CHECK_OP(ok, op, what)                                           \
+  if (!(ok)) {                                                                  \
+    Record(absl::InvalidArgumentError(absl::StrCat("cuda: ", op, ": ", what))); \
+    return;                                                                     \
   }
 
 void CudaBackend::Embed(const Tensor& table, const Tensor& out) {
@@ -77,10 +75,10 @@ void CudaBackend::Embed(const Tensor& table, const Tensor& out) {
 }
 
 void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
-  PAGODA_CHECK_OP(out.rows == x.rows && out.cols == x.cols && weight.cols == x.cols &&
-                      x.dtype == out.dtype && weight.dtype == x.dtype,
-                  "RmsNorm",
-                  absl::StrCat(Describe(x), ", weight ", Describe(weight), ", out ", Describe(out)));
+  PAGODA_CHECK_OP(
+      out.rows == x.rows && out.cols == x.cols && weight.cols == x.cols && x.dtype == out.dtype &&
+          weight.dtype == x.dtype,
+      "RmsNorm", absl::StrCat(Describe(x), ", weight ", Describe(weight), ", out ", Describe(out)));
   RmsNormParams p;
   p.x = x.data;
   p.weight = weight.data;
@@ -97,8 +95,7 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, cons
 void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& out) {
   PAGODA_CHECK_OP(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows &&
                       x.dtype == w.dtype && (out.dtype == x.dtype || out.dtype == DType::kF32),
-                  "MatMul",
-                  absl::StrCat(Describe(x), " x ", Describe(w), "^T -> ", Describe(out)));
+                  "MatMul", absl::StrCat(Describe(x), " x ", Describe(w), "^T -> ", Describe(out)));
   if (x.rows == 0 || w.rows == 0) return;
   // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major out^T = w^T' x^T' where the
   // column-major views of w and x are [k, m] and [k, n]: C(m x n) = op_T(A) * B.
@@ -108,8 +105,7 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& out) {
       cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(x.rows),
       static_cast<int>(x.cols), &alpha, w.data, CublasType(w.dtype), static_cast<int>(w.stride),
       x.data, CublasType(x.dtype), static_cast<int>(x.stride), &beta, out.data,
-      CublasType(out.dtype), static_cast<int>(out.stride), CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT);
+      CublasType(out.dtype), static_cast<int>(out.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS) {
     Record(absl::InternalError(absl::StrCat("cuda: MatMul: ", cublasGetStatusString(s))));
   }
@@ -117,13 +113,12 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& out) {
 
 void CudaBackend::Rope(const Tensor& q, const Tensor& k, const RopeParams& params) {
   if (!HaveBatch("Rope")) return;
-  PAGODA_CHECK_OP(q.rows == k.rows && q.rows <= batch_.num_tokens() && q.dtype == k.dtype &&
-                      q.cols == int64_t{params.num_heads} * params.head_dim &&
-                      k.cols == int64_t{params.num_kv_heads} * params.head_dim &&
-                      params.rope_dim % 2 == 0 && params.rope_dim >= 0 &&
-                      params.rope_dim <= params.head_dim,
-                  "Rope", absl::StrCat("q ", Describe(q), ", k ", Describe(k), ", rope_dim ",
-                                       params.rope_dim));
+  PAGODA_CHECK_OP(
+      q.rows == k.rows && q.rows <= batch_.num_tokens() && q.dtype == k.dtype &&
+          q.cols == int64_t{params.num_heads} * params.head_dim &&
+          k.cols == int64_t{params.num_kv_heads} * params.head_dim && params.rope_dim % 2 == 0 &&
+          params.rope_dim >= 0 && params.rope_dim <= params.head_dim,
+      "Rope", absl::StrCat("q ", Describe(q), ", k ", Describe(k), ", rope_dim ", params.rope_dim));
   RopeLaunchParams p;
   p.q = q.data;
   p.k = k.data;
@@ -177,13 +172,13 @@ void CudaBackend::WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& 
                           int32_t layer) {
   if (!HaveBatch("WriteKv")) return;
   const KvCacheShape& cs = cache.shape;
-  PAGODA_CHECK_OP(k.rows == batch_.num_tokens() && v.rows == k.rows &&
-                      k.cols == cs.token_elems() && v.cols == k.cols && k.dtype == cs.dtype &&
-                      v.dtype == cs.dtype && layer >= 0 && layer < cs.num_layers,
-                  "WriteKv",
-                  absl::StrCat("k ", Describe(k), ", v ", Describe(v), ", cache heads x dim ",
-                               cs.num_kv_heads, " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype)),
-                               ", layer ", layer));
+  PAGODA_CHECK_OP(
+      k.rows == batch_.num_tokens() && v.rows == k.rows && k.cols == cs.token_elems() &&
+          v.cols == k.cols && k.dtype == cs.dtype && v.dtype == cs.dtype && layer >= 0 &&
+          layer < cs.num_layers,
+      "WriteKv",
+      absl::StrCat("k ", Describe(k), ", v ", Describe(v), ", cache heads x dim ", cs.num_kv_heads,
+                   " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype)), ", layer ", layer));
   const int64_t slots = int64_t{cs.num_blocks} * cs.block_size;
   for (int32_t slot : batch_.slot_mapping) {
     PAGODA_CHECK_OP(slot < slots, "WriteKv", absl::StrCat("slot ", slot, " outside the cache"));
@@ -207,13 +202,13 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   if (!HaveBatch("Attention")) return;
   const KvCacheShape& cs = cache.shape;
   const int64_t width = int64_t{params.num_heads} * params.head_dim;
-  PAGODA_CHECK_OP(q.rows == batch_.num_tokens() && out.rows == q.rows && q.cols == width &&
-                      out.cols == width && cs.head_dim == params.head_dim &&
-                      cs.num_kv_heads == params.num_kv_heads && q.dtype == cs.dtype &&
-                      out.dtype == cs.dtype && layer >= 0 && layer < cs.num_layers,
-                  "Attention",
-                  absl::StrCat("q ", Describe(q), ", out ", Describe(out), ", cache heads x dim ",
-                               cs.num_kv_heads, " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype))));
+  PAGODA_CHECK_OP(
+      q.rows == batch_.num_tokens() && out.rows == q.rows && q.cols == width && out.cols == width &&
+          cs.head_dim == params.head_dim && cs.num_kv_heads == params.num_kv_heads &&
+          q.dtype == cs.dtype && out.dtype == cs.dtype && layer >= 0 && layer < cs.num_layers,
+      "Attention",
+      absl::StrCat("q ", Describe(q), ", out ", Describe(out), ", cache heads x dim ",
+                   cs.num_kv_heads, " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype))));
   if (q.rows == 0) return;
   AttentionShape shape;
   shape.dtype = cs.dtype;
@@ -225,8 +220,8 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   shape.force_generic = options_.generic_attention;
   absl::StatusOr<AttentionPath> path = ChooseAttentionPath(shape);
   if (!path.ok()) return Record(path.status());
-  const PlanKey key{*path, params.num_heads, params.num_kv_heads, cs.num_blocks, cs.block_size,
-                    params.head_dim};
+  const PlanKey key{*path,         params.num_heads, params.num_kv_heads,
+                    cs.num_blocks, cs.block_size,    params.head_dim};
   if (absl::Status st = EnsurePlan(key); !st.ok()) return Record(st);
 
   PagedAttentionParams p;
@@ -301,8 +296,7 @@ absl::Status CudaBackend::SoftmaxRows(const Tensor& logits, float temperature,
   if (probs.rows != logits.rows || probs.cols != logits.cols || probs.dtype != DType::kF32 ||
       !(temperature > 0.f)) {
     return absl::InvalidArgumentError(absl::StrCat("cuda: Softmax: ", Describe(logits), " -> ",
-                                                   Describe(probs), ", temperature ",
-                                                   temperature));
+                                                   Describe(probs), ", temperature ", temperature));
   }
   SoftmaxParams p;
   p.x = logits.data;

@@ -48,8 +48,8 @@ UploadBuffer::~UploadBuffer() {
 
 absl::Status UploadBuffer::Reserve(size_t bytes, cudaStream_t stream) {
   if (copied_ == nullptr) {
-    if (absl::Status st = CudaStatus(
-            cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "event create");
+    if (absl::Status st =
+            CudaStatus(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "event create");
         !st.ok()) {
       copied_ = nullptr;
       return st;
@@ -68,11 +68,15 @@ absl::Status UploadBuffer::Reserve(size_t bytes, cudaStream_t stream) {
   host_ = nullptr;
   device_ = nullptr;
   capacity_ = 0;
-  if (absl::Status st = CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&host_), grown), "pinned alloc"); !st.ok()) {
+  if (absl::Status st =
+          CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&host_), grown), "pinned alloc");
+      !st.ok()) {
     host_ = nullptr;
     return st;
   }
-  if (absl::Status st = CudaStatus(cudaMalloc(reinterpret_cast<void**>(&device_), grown), "arena alloc"); !st.ok()) {
+  if (absl::Status st =
+          CudaStatus(cudaMalloc(reinterpret_cast<void**>(&device_), grown), "arena alloc");
+      !st.ok()) {
     device_ = nullptr;
     return st;
   }

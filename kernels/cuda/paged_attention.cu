@@ -1,6 +1,5 @@
-#include "kernels/cuda/paged_attention.cuh"
-
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/paged_attention.cuh"
 
 namespace pagoda::kernels::cuda {
 

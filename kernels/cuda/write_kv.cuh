@@ -13,10 +13,10 @@
 namespace pagoda::kernels::cuda {
 
 struct WriteKvParams {
-  const void* k = nullptr;               // [num_tokens, k_stride] of dtype
-  const void* v = nullptr;               // [num_tokens, v_stride] of dtype
-  void* k_plane = nullptr;               // [num_blocks, block_size, num_kv_heads, head_dim]
-  void* v_plane = nullptr;               // [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* k = nullptr;                // [num_tokens, k_stride] of dtype
+  const void* v = nullptr;                // [num_tokens, v_stride] of dtype
+  void* k_plane = nullptr;                // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* v_plane = nullptr;                // [num_blocks, block_size, num_kv_heads, head_dim]
   const int32_t* slot_mapping = nullptr;  // [num_tokens]; negative = skip the token
   DType dtype = DType::kF32;
   int64_t num_tokens = 0;

@@ -1,0 +1,100 @@
+#include "tests/daemon_process.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace pagoda::testing {
+
+bool DaemonProcess::Start(const std::vector<std::string>& args) {
+  log_path_ = MakeTempDir() + "/daemon.log";
+  close(open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  std::vector<std::string> argv = {BinDir() + "/pagoda", "serve",          "--host",
+                                   "127.0.0.1",          "--port",         "0",
+                                   "--metrics_port",     "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> cargs;
+    for (auto& a : argv) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execv(cargs[0], cargs.data());
+    _exit(127);
+  }
+  const std::regex ready(R"(serving on [0-9.]+:(\d+) \(metrics on port (\d+)\))");
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    std::smatch m;
+    const std::string log = Log();
+    if (std::regex_search(log, m, ready)) {
+      port_ = std::stoi(m[1]);
+      metrics_port_ = std::stoi(m[2]);
+      return true;
+    }
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ADD_FAILURE() << "daemon exited at start:\n" << log;
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ADD_FAILURE() << "daemon did not start:\n" << Log();
+  return false;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void DaemonProcess::Signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int DaemonProcess::Wait(int timeout_seconds) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_seconds);
+  while (pid_ > 0 && absl::Now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return -1;
+}
+
+std::string DaemonProcess::Log() const { return ReadFileOrDie(log_path_); }
+
+std::string HttpGet(int port, const std::string& path) {
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Get(path.c_str());
+  return res ? res->body : "";
+}
+
+double MetricValue(const std::string& exposition, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+    double v;
+    if (parts.size() == 2 && parts[0] == name && absl::SimpleAtod(parts[1], &v)) return v;
+  }
+  return -1;
+}
+
+}  // namespace pagoda::testing

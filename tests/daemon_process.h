@@ -1,0 +1,41 @@
+// A `pagoda serve` child process for tests: started on ephemeral ports, which it reads
+// back from the daemon's log, and stopped with a signal.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pagoda::testing {
+
+class DaemonProcess {
+ public:
+  // Starts `<bin>/pagoda serve --host 127.0.0.1 --port 0 --metrics-port 0 <args>` and waits
+  // until it logs its ports. Fails the test (and returns false) when it does not start.
+  bool Start(const std::vector<std::string>& args);
+  ~DaemonProcess();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Sends `signal` to the daemon.
+  void Signal(int signal);
+  // Waits for the daemon to exit; its exit code (128 + signal when killed), -1 on timeout.
+  int Wait(int timeout_seconds = 60);
+  // Everything the daemon logged so far.
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// GET http://127.0.0.1:<port><path>; empty on failure.
+std::string HttpGet(int port, const std::string& path);
+// The value of the unlabeled Prometheus sample `name` in `exposition`, or -1.
+double MetricValue(const std::string& exposition, const std::string& name);
+
+}  // namespace pagoda::testing

@@ -1,0 +1,369 @@
+// The daemon over real gRPC on a loopback port: streamed output equals the golden and
+// offline outputs, 64 concurrent streams, cancellation, deadlines, validation, admission
+// control, metrics and health.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/generation_client.h"
+#include "gtest/gtest.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+#include "tests/daemon_process.h"
+#include "tests/engine_test_util.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+struct Streamed {
+  grpc::Status status;
+  std::string request_id;
+  int32_t first_prompt_tokens = -1;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::string finish_reason;
+  v1::Usage usage;
+  int messages = 0;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(engine::EngineConfig config = {}) {
+    engine_ = testing::StoriesEngine(config);
+    ASSERT_NE(engine_, nullptr);
+    auto server = server::Server::Start(
+        {.host = "127.0.0.1", .port = 0, .metrics_port = 0, .model_name = "stories260K"},
+        engine_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = *client::MakeChannel({.address = absl::StrCat("127.0.0.1:", server_->port())});
+    client_ = std::make_unique<client::GenerationClient>(channel_, "");
+  }
+
+  void TearDown() override {
+    server_.reset();
+    if (engine_) engine_->Stop();
+  }
+
+  Streamed Generate(const v1::GenerateRequest& request,
+                    const std::function<void(grpc::ClientContext*)>& setup = nullptr,
+                    const std::function<void(const v1::GenerateResponse&)>& each = nullptr) {
+    Streamed s;
+    s.status = client_->Generate(
+        request,
+        [&](const v1::GenerateResponse& r) {
+          if (s.messages++ == 0) {
+            s.request_id = r.request_id();
+            s.first_prompt_tokens = r.usage().prompt_tokens();
+          }
+          s.token_ids.insert(s.token_ids.end(), r.token_ids().begin(), r.token_ids().end());
+          s.text += r.text();
+          if (!r.finish_reason().empty()) {
+            s.finish_reason = r.finish_reason();
+            s.usage = r.usage();
+          }
+          if (each) each(r);
+        },
+        setup);
+    return s;
+  }
+
+  double Metric(const std::string& name) {
+    return testing::MetricValue(testing::HttpGet(server_->metrics_port(), "/metrics"), name);
+  }
+
+  // Polls /metrics until every KV block is free.
+  bool WaitAllBlocksFree() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      const std::string m = testing::HttpGet(server_->metrics_port(), "/metrics");
+      const double total = testing::MetricValue(m, "pagoda:kv_cache_total_blocks");
+      if (total > 0 && testing::MetricValue(m, "pagoda:kv_cache_free_blocks") == total) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<server::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<client::GenerationClient> client_;
+};
+
+nlohmann::json GoldenCases() {
+  return nlohmann::json::parse(testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")))
+      .at("cases");
+}
+
+v1::GenerateRequest Greedy(const std::string& prompt, int32_t max_tokens) {
+  v1::GenerateRequest r;
+  r.set_prompt(prompt);
+  r.set_max_tokens(max_tokens);
+  r.set_temperature(0);
+  return r;
+}
+
+TEST_F(ServerTest, StreamedGreedyOutputEqualsGoldenAndOffline) {
+  StartServer();
+  for (const auto& c : GoldenCases()) {
+    v1::GenerateRequest r;
+    for (int id : c.at("prompt_token_ids")) r.add_prompt_token_ids(id);
+    r.set_max_tokens(64);
+    r.set_temperature(0);
+    r.set_request_id("golden-1");
+    const Streamed s = Generate(r);
+    ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+    EXPECT_EQ(s.request_id, "golden-1");
+    EXPECT_EQ(s.first_prompt_tokens, static_cast<int>(c.at("prompt_token_ids").size()));
+    EXPECT_EQ(s.token_ids, c.at("output_token_ids").get<std::vector<int32_t>>());
+    EXPECT_EQ(s.text, c.at("output_text").get<std::string>());
+    EXPECT_EQ(s.finish_reason, "length");
+    EXPECT_EQ(s.usage.prompt_tokens(), s.first_prompt_tokens);
+    EXPECT_EQ(s.usage.completion_tokens(), 64);
+    EXPECT_GT(s.messages, 2);  // streamed, not one blob
+    // The same request offline, in-process.
+    const engine::CollectedOutput offline = testing::RunOne(
+        *engine_, testing::GreedyRequest(c.at("prompt_token_ids").get<std::vector<int32_t>>(), 64,
+                                         false));
+    EXPECT_EQ(s.token_ids, offline.token_ids);
+  }
+  const Streamed text = Generate(Greedy("Once upon a time", 64));
+  EXPECT_EQ(text.token_ids, GoldenCases()[0].at("output_token_ids").get<std::vector<int32_t>>());
+  EXPECT_EQ(text.request_id.rfind("req-", 0), 0u);  // generated when not given
+}
+
+TEST_F(ServerTest, SixtyFourConcurrentStreamsThenEveryBlockIsFree) {
+  StartServer();
+  const auto cases = GoldenCases();
+  std::vector<Streamed> results(64);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 64; ++i) {
+    threads.emplace_back([&, i] {
+      v1::GenerateRequest r;
+      for (int id : cases[i % 2].at("prompt_token_ids")) r.add_prompt_token_ids(id);
+      r.set_max_tokens(64);
+      r.set_temperature(0);
+      results[i] = Generate(r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
+    EXPECT_EQ(results[i].token_ids,
+              cases[i % 2].at("output_token_ids").get<std::vector<int32_t>>()) << i;
+  }
+  EXPECT_TRUE(WaitAllBlocksFree());
+  EXPECT_EQ(Metric("pagoda:generation_tokens_total"), 64 * 64);
+  EXPECT_EQ(Metric("pagoda:num_requests_running"), 0);
+}
+
+TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
+  StartServer();
+  grpc::ClientContext* ctx = nullptr;
+  int chunks = 0;
+  v1::GenerateRequest r = Greedy("Once upon a time", 1900);
+  r.set_ignore_eos(true);
+  const Streamed s = Generate(
+      r, [&](grpc::ClientContext* c) { ctx = c; },
+      [&](const v1::GenerateResponse& resp) {
+        if (!resp.token_ids().empty() && ++chunks == 3) ctx->TryCancel();
+      });
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_LT(s.token_ids.size(), 1900u);
+  EXPECT_TRUE(WaitAllBlocksFree());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Metric("pagoda:request_cancelled_total") < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(Metric("pagoda:request_cancelled_total"), 1);
+  EXPECT_EQ(engine_->Stats().num_aborted, 1);
+}
+
+TEST_F(ServerTest, ExpiredDeadlineAbortsAndFrees) {
+  StartServer();
+  v1::GenerateRequest r = Greedy("Once upon a time", 1900);
+  r.set_ignore_eos(true);
+  const Streamed s = Generate(r, [](grpc::ClientContext* c) {
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(30));
+  });
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitAllBlocksFree());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (engine_->Stats().num_aborted < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(engine_->Stats().num_aborted, 1);
+}
+
+TEST_F(ServerTest, InvalidInputsGetTheirCodesAndTheDaemonStillServes) {
+  StartServer();
+  struct Case {
+    std::string name;
+    std::function<void(v1::GenerateRequest&)> mutate;
+    grpc::StatusCode code;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"empty prompt", [](auto& r) { r.clear_prompt(); }, grpc::INVALID_ARGUMENT, "prompt"},
+      {"too long", [](auto& r) { r.set_prompt(std::string(2100, 'a')); }, grpc::INVALID_ARGUMENT,
+       "prompt"},
+      {"max_tokens 0", [](auto& r) { r.set_max_tokens(0); }, grpc::INVALID_ARGUMENT, "max_tokens"},
+      {"max_tokens < 0", [](auto& r) { r.set_max_tokens(-5); }, grpc::INVALID_ARGUMENT,
+       "max_tokens"},
+      {"past context", [](auto& r) { r.set_max_tokens(2045); }, grpc::INVALID_ARGUMENT,
+       "max_tokens"},
+      {"temperature", [](auto& r) { r.set_temperature(-1); }, grpc::INVALID_ARGUMENT,
+       "temperature"},
+      {"top_p 0", [](auto& r) { r.set_top_p(0); }, grpc::INVALID_ARGUMENT, "top_p"},
+      {"top_p > 1", [](auto& r) { r.set_top_p(1.01f); }, grpc::INVALID_ARGUMENT, "top_p"},
+      {"top_k", [](auto& r) { r.set_top_k(-2); }, grpc::INVALID_ARGUMENT, "top_k"},
+      {"utf8", [](auto& r) { r.set_prompt("caf\xc3"); }, grpc::INVALID_ARGUMENT, "prompt"},
+      {"stop utf8", [](auto& r) { r.add_stop(std::string(1, static_cast<char>(0xff))); }, grpc::INVALID_ARGUMENT, "stop[0]"},
+      {"vocab", [](auto& r) {
+         r.clear_prompt();
+         r.add_prompt_token_ids(1);
+         r.add_prompt_token_ids(9999);
+       }, grpc::INVALID_ARGUMENT, "prompt_token_ids"},
+      {"both prompts", [](auto& r) { r.add_prompt_token_ids(1); }, grpc::INVALID_ARGUMENT,
+       "prompt"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Greedy("Once upon a time", 8);
+    c.mutate(r);
+    const Streamed s = Generate(r);
+    EXPECT_EQ(s.status.error_code(), c.code) << c.name << ": " << s.status.error_message();
+    EXPECT_EQ(s.status.error_message().rfind(c.field + ":", 0), 0u)
+        << c.name << ": " << s.status.error_message();
+    EXPECT_EQ(s.messages, 0) << c.name;
+  }
+  v1::DetokenizeRequest bad;
+  bad.add_token_ids(70000);
+  v1::DetokenizeResponse unused;
+  EXPECT_EQ(client_->Detokenize(bad, &unused).error_code(), grpc::INVALID_ARGUMENT);
+  const Streamed ok = Generate(Greedy("Once upon a time", 5));
+  ASSERT_TRUE(ok.status.ok());
+  EXPECT_EQ(ok.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+  EXPECT_EQ(Metric("pagoda:request_failure_total{code=\"INVALID_ARGUMENT\"}"),
+            static_cast<double>(cases.size()));
+}
+
+TEST_F(ServerTest, QueueOverflowIsResourceExhaustedWithoutTouchingRunningStreams) {
+  StartServer({.max_seqs = 1, .max_queued_requests = 2});
+  std::atomic<bool> running_started{false};
+  Streamed running;
+  std::thread t([&] {
+    v1::GenerateRequest r = Greedy("Once upon a time", 1900);
+    r.set_ignore_eos(true);
+    running = Generate(r, nullptr, [&](const v1::GenerateResponse& resp) {
+      if (!resp.token_ids().empty()) running_started = true;
+    });
+  });
+  while (!running_started) absl::SleepFor(absl::Milliseconds(1));
+  std::vector<Streamed> queued(2);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, i] { queued[i] = Generate(Greedy("The dog", 4)); });
+  }
+  while (engine_->Stats().num_waiting < 2) absl::SleepFor(absl::Milliseconds(1));
+  const Streamed rejected = Generate(Greedy("Lily", 4));
+  EXPECT_EQ(rejected.status.error_code(), grpc::RESOURCE_EXHAUSTED)
+      << rejected.status.error_message();
+  t.join();
+  for (auto& w : waiters) w.join();
+  ASSERT_TRUE(running.status.ok());
+  EXPECT_EQ(running.token_ids.size(), 1900u);
+  EXPECT_EQ(running.finish_reason, "length");
+  for (const Streamed& q : queued) EXPECT_TRUE(q.status.ok()) << q.status.error_message();
+  EXPECT_TRUE(WaitAllBlocksFree());
+}
+
+TEST_F(ServerTest, TokenizeDetokenizeModelInfoAndHealth) {
+  StartServer();
+  v1::TokenizeRequest tr;
+  tr.set_text("Once upon a time");
+  v1::TokenizeResponse tokens;
+  ASSERT_TRUE(client_->Tokenize(tr, &tokens).ok());
+  EXPECT_EQ(std::vector<int32_t>(tokens.token_ids().begin(), tokens.token_ids().end()),
+            (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  v1::DetokenizeRequest dr;
+  dr.mutable_token_ids()->CopyFrom(tokens.token_ids());
+  v1::DetokenizeResponse text;
+  ASSERT_TRUE(client_->Detokenize(dr, &text).ok());
+  EXPECT_EQ(text.text(), "Once upon a time");
+  v1::ModelInfo info;
+  ASSERT_TRUE(client_->GetModelInfo(&info).ok());
+  EXPECT_EQ(info.vocab_size(), 512);
+  EXPECT_EQ(info.num_kv_heads(), 4);
+  EXPECT_EQ(info.context_length(), 2048);
+  EXPECT_EQ(info.backend(), "cpu");
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok());
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!stub->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok()) {
+    return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  }
+  return resp.status();
+}
+
+TEST(DaemonTest, SigtermDrainsInFlightStreamsAndExitsZero) {
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({"--model", testing::ModelPath("stories260K.gguf")}));
+  auto channel = *client::MakeChannel({.address = daemon.address()});
+  EXPECT_EQ(Health(daemon.address()), grpc::health::v1::HealthCheckResponse::SERVING);
+  std::atomic<int> started{0};
+  std::vector<Streamed> results(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      client::GenerationClient c(channel, "");
+      v1::GenerateRequest r = Greedy("Once upon a time", 1800);
+      r.set_ignore_eos(true);
+      bool counted = false;
+      results[i].status = c.Generate(r, [&](const v1::GenerateResponse& resp) {
+        results[i].token_ids.insert(results[i].token_ids.end(), resp.token_ids().begin(),
+                                    resp.token_ids().end());
+        if (!resp.finish_reason().empty()) results[i].finish_reason = resp.finish_reason();
+        if (!counted && !resp.token_ids().empty()) {
+          counted = true;
+          ++started;
+        }
+      });
+    });
+  }
+  while (started < 8) absl::SleepFor(absl::Milliseconds(1));
+  daemon.Signal(SIGTERM);
+  // Health turns NOT_SERVING while the streams drain; then new requests are refused.
+  auto status = grpc::health::v1::HealthCheckResponse::SERVING;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (status == grpc::health::v1::HealthCheckResponse::SERVING && absl::Now() < deadline) {
+    status = Health(daemon.address());
+  }
+  EXPECT_EQ(status, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  client::GenerationClient late(channel, "");
+  const grpc::Status refused = late.Generate(Greedy("Lily", 4), [](const auto&) {});
+  EXPECT_EQ(refused.error_code(), grpc::UNAVAILABLE) << refused.error_message();
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+    EXPECT_EQ(results[i].token_ids.size(), 1800u) << i;
+    EXPECT_EQ(results[i].finish_reason, "length") << i;
+  }
+  EXPECT_EQ(daemon.Wait(), 0) << daemon.Log();
+}
+
+}  // namespace
+}  // namespace pagoda
