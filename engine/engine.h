@@ -47,6 +47,7 @@ struct EngineStats {
   int32_t num_blocks = 0;
   int32_t num_free_blocks = 0;
   double kv_usage = 0;              // fraction of blocks in use
+  int64_t num_cached_tokens = 0;    // tokens whose K/V are in the cache (running sequences)
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;

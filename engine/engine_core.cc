@@ -167,6 +167,8 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->num_blocks = kv_->num_blocks();
   stats->num_free_blocks = kv_->num_free_blocks();
   stats->kv_usage = kv_->usage();
+  stats->num_cached_tokens = 0;
+  for (const Sequence* s : scheduler_->running()) stats->num_cached_tokens += s->num_computed;
   stats->num_preemptions = scheduler_->num_preemptions();
   stats->num_steps = num_steps_;
   stats->num_aborted = num_aborted_;

@@ -3,9 +3,7 @@
 // daemon on the tiny preset (token totals checked against the daemon's /metrics).
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <httplib.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,15 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "client/generation_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "pagoda/v1/generation.grpc.pb.h"
+#include "tests/daemon_process.h"
 #include "tests/test_util.h"
 
 namespace pagoda {
@@ -59,24 +55,18 @@ int WaitExit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// `n` distinct ports nobody listens on right now: all bound to port 0 at once, then
-// released.
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
+// A port nobody listens on right now: bound to port 0, then released.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 struct BenchRun {
@@ -280,83 +270,42 @@ TEST(BenchProcessTest, BadFlagsAndUnreachableServerExitNonZero) {
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--dataset=nope"}).exit_code, 2);
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--goodput", "ttfb:1"}).exit_code, 2);
   EXPECT_EQ(RunBench("127.0.0.1:1", {"--tls-ca=/nonexistent/ca.pem"}).exit_code, 2);
-  const BenchRun unreachable = RunBench(absl::StrCat("127.0.0.1:", FreePorts(1)[0]), {});
+  const BenchRun unreachable = RunBench(absl::StrCat("127.0.0.1:", FreePort()), {});
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_THAT(unreachable.stderr_text, ::testing::HasSubstr("UNAVAILABLE"));
 }
 
-// A `pagoda serve` daemon on the tiny preset, stopped with SIGTERM at the end.
-class Daemon {
- public:
-  Daemon() : dir_(MakeTempDir()) {
-    const std::vector<int> ports = FreePorts(2);
-    port_ = ports[0];
-    metrics_port_ = ports[1];
-    const std::string model = dir_ + "/tiny.gguf";
+// A `pagoda serve` daemon on a fresh tiny-preset model (vocab 512, context 2048).
+class BenchDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = MakeTempDir();
+    const std::string model = dir + "/tiny.gguf";
     const int made =
         WaitExit(Spawn({BinDir() + "/pagoda", "make-model", "--preset", "tiny", "--out", model},
-                       dir_ + "/make.out", dir_ + "/make.err"));
-    EXPECT_EQ(made, 0) << pagoda::testing::ReadFileOrDie(dir_ + "/make.err");
-    pid_ = Spawn({BinDir() + "/pagoda", "serve", "--model", model, "--host", "127.0.0.1", "--port",
-                  absl::StrCat(port_), "--metrics_port", absl::StrCat(metrics_port_)},
-                 dir_ + "/serve.out", dir_ + "/serve.err");
-  }
-  ~Daemon() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    WaitExit(pid_);
-  }
-
-  // Waits up to 30 s for GetModelInfo to answer.
-  bool WaitReady() const {
-    client::ChannelOptions options;
-    options.address = address();
-    for (int i = 0; i < 300; ++i) {
-      // A fresh channel each time: a failed one waits out a reconnect backoff.
-      client::GenerationClient client(*client::MakeChannel(options), "");
-      v1::ModelInfo info;
-      if (client.GetModelInfo(&info).ok()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "daemon not ready: " << pagoda::testing::ReadFileOrDie(dir_ + "/serve.err");
-    return false;
+                       dir + "/make.out", dir + "/make.err"));
+    ASSERT_EQ(made, 0) << pagoda::testing::ReadFileOrDie(dir + "/make.err");
+    ASSERT_TRUE(daemon_.Start({"--model", model}));
   }
 
   // The daemon's pagoda:generation_tokens_total counter; -1 when unreadable.
   long long GeneratedTokens() const {
-    httplib::Client http("127.0.0.1", metrics_port_);
-    const httplib::Result res = http.Get("/metrics");
-    if (!res || res->status != 200) return -1;
-    for (absl::string_view line : absl::StrSplit(res->body, '\n')) {
-      const std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      double value = 0;
-      if (parts.size() == 2 && parts[0] == "pagoda:generation_tokens_total" &&
-          absl::SimpleAtod(parts[1], &value)) {
-        return static_cast<long long>(value);
-      }
-    }
-    return -1;
+    return static_cast<long long>(
+        pagoda::testing::MetricValue(pagoda::testing::HttpGet(daemon_.metrics_port(), "/metrics"),
+                                     "pagoda:generation_tokens_total"));
   }
 
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  std::string dir_;
-  int port_ = 0;
-  int metrics_port_ = 0;
-  pid_t pid_ = -1;
+  pagoda::testing::DaemonProcess daemon_;
 };
 
-TEST(BenchDaemonTest, ClosedLoopCountsMatchTheServer) {
-  Daemon daemon;
-  ASSERT_TRUE(daemon.WaitReady());
-  const long long before = daemon.GeneratedTokens();
+TEST_F(BenchDaemonTest, ClosedLoopCountsMatchTheServer) {
+  const long long before = GeneratedTokens();
   ASSERT_GE(before, 0);
   const BenchRun run =
-      RunBench(daemon.address(), {"--num-prompts=100", "--concurrency=8", "--input-len=32",
-                                  "--output-len=16", "--ignore-eos", "--seed=3"});
+      RunBench(daemon_.address(), {"--num-prompts=100", "--concurrency=8", "--input-len=32",
+                                   "--output-len=16", "--ignore-eos", "--seed=3"});
   ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
-  const long long after = daemon.GeneratedTokens();
+  const long long after = GeneratedTokens();
   EXPECT_EQ(run.json["completed"], 100);
   EXPECT_EQ(run.json["failed"], 0);
   EXPECT_EQ(run.json["total_output_tokens"].get<long long>(), after - before);
@@ -402,11 +351,9 @@ TEST(BenchDaemonTest, ClosedLoopCountsMatchTheServer) {
   std::printf("%s", run.stdout_text.c_str());
 }
 
-TEST(BenchDaemonTest, OpenLoopAchievesTheRequestRate) {
-  Daemon daemon;
-  ASSERT_TRUE(daemon.WaitReady());
-  const BenchRun run = RunBench(daemon.address(), {"--num-prompts=200", "--request-rate=100",
-                                                   "--input-len=8", "--output-len=4", "--seed=5"});
+TEST_F(BenchDaemonTest, OpenLoopAchievesTheRequestRate) {
+  const BenchRun run = RunBench(daemon_.address(), {"--num-prompts=200", "--request-rate=100",
+                                                    "--input-len=8", "--output-len=4", "--seed=5"});
   ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
   EXPECT_EQ(run.json["completed"].get<int>() + run.json["failed"].get<int>(), 200);
   EXPECT_NEAR(run.json["request_send_rate"].get<double>(), 100.0, 5.0);

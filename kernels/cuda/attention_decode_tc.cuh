@@ -46,6 +46,45 @@ __device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, fl
   }
 }
 
+// Merges the block's four warp states (StoreWarpState layout, kStateFloats apart) for the
+// first `rows` query heads from head0, and writes the result: the output row, or the
+// item's partial row with its (m, l).
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void MergeWarpStates(const float* states, const PagedAttentionParams& p,
+                                                const AttentionItem& item, int head0, int rows) {
+  constexpr int kStateFloats = 16 * kHeadDim + 32;
+  for (int i = threadIdx.x; i < rows * kHeadDim; i += kDecodeWarps * 32) {
+    const int row = i / kHeadDim;
+    const int d = i % kHeadDim;
+    float m = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w)
+      m = fmaxf(m, states[w * kStateFloats + 16 * kHeadDim + row]);
+    float l = 0.f;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float* s = states + w * kStateFloats;
+      // A warp without tiles has m = -inf, l = 0, o = 0: weight 0.
+      const float weight = FastExp2(s[16 * kHeadDim + row] - m);
+      l += s[16 * kHeadDim + 16 + row] * weight;
+      o += s[row * kHeadDim + d] * weight;
+    }
+    const int head = head0 + row;
+    if (item.partial < 0) {
+      T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride;
+      out[static_cast<int64_t>(head) * kHeadDim + d] = FromF32<T>(o / l);
+    } else {
+      const int64_t prow = static_cast<int64_t>(item.partial) * p.num_heads + head;
+      p.partial_out[prow * kHeadDim + d] = o / l;
+      if (d == 0) {
+        p.partial_ml[2 * prow] = m;
+        p.partial_ml[2 * prow + 1] = l;
+      }
+    }
+  }
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedAttentionParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -111,36 +150,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
   StoreWarpState<kHeadDim>(st, states + warp * kStateFloats, lane);
   __syncthreads();
 
-  for (int i = threadIdx.x; i < rows * kHeadDim; i += kDecodeWarps * 32) {
-    const int row = i / kHeadDim;
-    const int d = i % kHeadDim;
-    float m = kNegInf;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w)
-      m = fmaxf(m, states[w * kStateFloats + 16 * kHeadDim + row]);
-    float l = 0.f;
-    float o = 0.f;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) {
-      const float* s = states + w * kStateFloats;
-      // A warp without tiles has m = -inf, l = 0, o = 0: weight 0.
-      const float weight = FastExp2(s[16 * kHeadDim + row] - m);
-      l += s[16 * kHeadDim + 16 + row] * weight;
-      o += s[row * kHeadDim + d] * weight;
-    }
-    const int head = head0 + row;
-    if (item.partial < 0) {
-      T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride;
-      out[static_cast<int64_t>(head) * kHeadDim + d] = FromF32<T>(o / l);
-    } else {
-      const int64_t prow = static_cast<int64_t>(item.partial) * p.num_heads + head;
-      p.partial_out[prow * kHeadDim + d] = o / l;
-      if (d == 0) {
-        p.partial_ml[2 * prow] = m;
-        p.partial_ml[2 * prow + 1] = l;
-      }
-    }
-  }
+  MergeWarpStates<T, kHeadDim>(states, p, item, head0, rows);
 }
 
 // Launches DecodeTcKernel over the plan's items; raises the shared-memory limit once.

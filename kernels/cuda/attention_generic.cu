@@ -15,6 +15,36 @@ constexpr int kLaneDims = 8;  // head_dim <= 32 * kLaneDims
 constexpr int kKeysPerStep = 4;
 constexpr float kNegInfinity = -__builtin_huge_valf();
 
+// Writes one warp's result for query head `head` of `item`: acc / l to the output row, or to
+// the item's partial row together with (m, l).
+template <typename T>
+__device__ __forceinline__ void StoreResult(const PagedAttentionParams& p,
+                                            const AttentionItem& item, int head, int lane,
+                                            const float (&acc)[kLaneDims], float m, float l) {
+  const int hd = p.head_dim;
+  const float inv_l = 1.f / l;
+  if (item.partial < 0) {
+    T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride +
+             static_cast<int64_t>(head) * hd;
+#pragma unroll
+    for (int j = 0; j < kLaneDims; ++j) {
+      const int d = lane + 32 * j;
+      if (d < hd) out[d] = FromF32<T>(acc[j] * inv_l);
+    }
+  } else {
+    const int64_t prow = static_cast<int64_t>(item.partial) * p.num_heads + head;
+#pragma unroll
+    for (int j = 0; j < kLaneDims; ++j) {
+      const int d = lane + 32 * j;
+      if (d < hd) p.partial_out[prow * hd + d] = acc[j] * inv_l;
+    }
+    if (lane == 0) {
+      p.partial_ml[2 * prow] = m;
+      p.partial_ml[2 * prow + 1] = l;
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32)
     GenericAttentionKernel(const PagedAttentionParams p) {
@@ -96,27 +126,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     m = mx;
   }
 
-  const float inv_l = 1.f / l;
-  if (item.partial < 0) {
-    T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride +
-             static_cast<int64_t>(head) * hd;
-#pragma unroll
-    for (int j = 0; j < kLaneDims; ++j) {
-      const int d = lane + 32 * j;
-      if (d < hd) out[d] = FromF32<T>(acc[j] * inv_l);
-    }
-  } else {
-    const int64_t prow = static_cast<int64_t>(item.partial) * p.num_heads + head;
-#pragma unroll
-    for (int j = 0; j < kLaneDims; ++j) {
-      const int d = lane + 32 * j;
-      if (d < hd) p.partial_out[prow * hd + d] = acc[j] * inv_l;
-    }
-    if (lane == 0) {
-      p.partial_ml[2 * prow] = m;
-      p.partial_ml[2 * prow + 1] = l;
-    }
-  }
+  StoreResult<T>(p, item, head, lane, acc, m, l);
 }
 
 }  // namespace

@@ -19,6 +19,26 @@ constexpr int kPrefillWarps = 4;
 static_assert(kPrefillTileRows == 16 * kPrefillWarps, "a warp owns 16 rows of a tile");
 constexpr int kPrefillTile = 32;
 
+// Writes O / l of this lane's valid fragment rows (q_row non-null) at out_offset.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void StoreRows(const WarpState<kHeadDim>& st,
+                                          const PagedAttentionParams& p, const T* const (&q_row)[2],
+                                          const int64_t (&out_offset)[2], int lane) {
+  const int t = lane & 3;
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (q_row[r] == nullptr) continue;
+    const float inv_l = 1.f / st.l[r];
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      T* dst = out + out_offset[r] + 8 * j + 2 * t;
+      dst[0] = FromF32<T>(st.o[j][2 * r] * inv_l);
+      dst[1] = FromF32<T>(st.o[j][2 * r + 1] * inv_l);
+    }
+  }
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     PrefillTcKernel(const PagedAttentionParams p) {
@@ -28,7 +48,6 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
-  const int t = lane & 3;
   const PrefillTile tile = p.tiles[blockIdx.x];
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
@@ -92,18 +111,7 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
   CpAsyncWait<0>();
   st.FinishSums();
 
-  T* out = static_cast<T*>(p.out);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (q_row[r] == nullptr) continue;
-    const float inv_l = 1.f / st.l[r];
-#pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      T* dst = out + out_offset[r] + 8 * j + 2 * t;
-      dst[0] = FromF32<T>(st.o[j][2 * r] * inv_l);
-      dst[1] = FromF32<T>(st.o[j][2 * r + 1] * inv_l);
-    }
-  }
+  StoreRows<T, kHeadDim>(st, p, q_row, out_offset, lane);
 }
 
 // Launches PrefillTcKernel over the plan's tiles.
