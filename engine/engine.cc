@@ -220,6 +220,8 @@ void Engine::Loop() {
       if (stop_) break;
       intake.swap(intake_);
       aborts.swap(aborts_);
+      // Keep the snapshot honest while the intake is in the engine's hands.
+      stats_.num_waiting += static_cast<int32_t>(intake.size());
     }
     for (Pending& p : intake) {
       auto seq = std::make_unique<Sequence>();

@@ -96,7 +96,8 @@ absl::Status LlamaModel::EnsureWorkspace(int64_t tokens, int64_t logit_rows) {
     const int64_t n = std::max(logit_rows, ws_.logit_rows * 2);
     ASSIGN_OR_RETURN(ws_.last, backend_->AllocateTensor(dt, n, c.dim));
     ASSIGN_OR_RETURN(ws_.last_norm, backend_->AllocateTensor(dt, n, c.dim));
-    ASSIGN_OR_RETURN(ws_.logits, backend_->AllocateTensor(dt, n, c.vocab_size));
+    // Logits stay fp32 whatever the activation type: sampling wants the precision.
+    ASSIGN_OR_RETURN(ws_.logits, backend_->AllocateTensor(kernels::DType::kF32, n, c.vocab_size));
     ws_.logit_rows = n;
   }
   return absl::OkStatus();

@@ -95,7 +95,7 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     submitted_ = true;
     queue_.push_front({std::move(first), false});
     accepting_ = true;
-    abort_now = cancelled_ && !engine_done_;
+    abort_now = client_gone_ && !engine_done_;
     action = NextActionLocked();
   }
   if (abort_now) deps_.engine->Abort(submitted->handle);
@@ -200,13 +200,8 @@ void GenerateReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     handle = handle_;
     writing_ = false;
-    if (!ok && !finish_pending_) {
-      // The stream broke (the client went away): stop the engine work too.
-      queue_.clear();
-      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client");
-      finish_pending_ = true;
-      abort_now = submitted_ && !engine_done_;
-    }
+    // A failed write means the client went away: stop the engine work too.
+    if (!ok) abort_now = ClientGoneLocked("stream closed by the client");
     action = NextActionLocked();
   }
   if (abort_now) deps_.engine->Abort(handle);
@@ -215,26 +210,30 @@ void GenerateReactor::OnWriteDone(bool ok) {
 
 void GenerateReactor::OnCancel() {
   Action action;
-  bool abort_now = false;
+  bool abort_now;
   engine::RequestHandle handle;
   {
     absl::MutexLock lock(&mu_);
-    cancelled_ = true;
     handle = handle_;
-    if (!engine_done_ && !finished_) {
-      deps_.metrics->requests_cancelled.fetch_add(1);
-      spdlog::info("[{}] cancelled by the client", request_id_);
-    }
-    abort_now = submitted_ && !engine_done_;
-    queue_.clear();
-    if (!finish_pending_) {
-      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-      finish_pending_ = true;
-    }
+    abort_now = ClientGoneLocked("cancelled");
     action = NextActionLocked();
   }
   if (abort_now) deps_.engine->Abort(handle);
   Perform(action);
+}
+
+bool GenerateReactor::ClientGoneLocked(const char* why) {
+  if (client_gone_) return false;
+  client_gone_ = true;
+  queue_.clear();
+  if (!finish_pending_) {
+    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, why);
+    finish_pending_ = true;
+  }
+  if (engine_done_) return false;
+  deps_.metrics->requests_cancelled.fetch_add(1);
+  spdlog::info("[{}] {}", request_id_, why);
+  return submitted_;  // otherwise Begin() aborts once the submission returns
 }
 
 void GenerateReactor::OnDone() {

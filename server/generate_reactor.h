@@ -52,6 +52,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void Perform(Action action);
   void Enqueue(v1::GenerateResponse response, bool mergeable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordDelivery(const engine::GenerationOutput& output) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The client cancelled or its stream broke: drop pending output, finish CANCELLED.
+  // Returns true (once) when the engine request must be aborted.
+  bool ClientGoneLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StreamDeps deps_;
   std::shared_ptr<GenerateReactor> self_;  // released in OnDone
@@ -63,7 +66,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool submitted_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = false;    // the first message is queued
   bool engine_done_ ABSL_GUARDED_BY(mu_) = false;  // the engine delivered its last output
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;     // Finish() called

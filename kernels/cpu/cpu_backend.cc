@@ -17,12 +17,16 @@ namespace {
 
 // Elementwise work below this many elements runs on the calling thread.
 constexpr int64_t kMinParallelElems = 1 << 16;
+// Matrix products below this many multiply-adds run on the calling thread; above it, the
+// output columns are split across the pool (OpenBLAS itself runs single-threaded, so one
+// set of threads owns the cores).
+constexpr int64_t kMinParallelMacs = 1 << 20;
+// Column chunks are multiples of this, so each thread's slice of W stays aligned.
+constexpr int64_t kColumnGrain = 64;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int32_t num_threads) : pool_(num_threads) {
-    openblas_set_num_threads(pool_.num_threads());
-  }
+  explicit CpuBackend(int32_t num_threads) : pool_(num_threads) { openblas_set_num_threads(1); }
 
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -92,12 +96,23 @@ class CpuBackend final : public Backend {
   }
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) override {
-    // out[n, m] = x[n, k] * w[m, k]^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(x.rows),
-                static_cast<int>(w.rows), static_cast<int>(x.cols), 1.f,
-                static_cast<const float*>(x.data), static_cast<int>(x.stride),
-                static_cast<const float*>(w.data), static_cast<int>(w.stride), 0.f,
-                static_cast<float*>(out.data), static_cast<int>(out.stride));
+    // out[n, m] = x[n, k] * w[m, k]^T; thread t computes the columns [m0, m1) of out.
+    const int64_t n = x.rows, m = w.rows, k = x.cols;
+    auto columns = [&](int64_t m0, int64_t m1) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
+                  static_cast<int>(m1 - m0), static_cast<int>(k), 1.f,
+                  static_cast<const float*>(x.data), static_cast<int>(x.stride),
+                  w.row<const float>(m0), static_cast<int>(w.stride), 0.f,
+                  out.row<float>(0) + m0, static_cast<int>(out.stride));
+    };
+    if (n * m * k < kMinParallelMacs || pool_.num_threads() == 1) {
+      columns(0, m);
+      return;
+    }
+    const int64_t chunks = (m + kColumnGrain - 1) / kColumnGrain;
+    pool_.ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+      columns(begin * kColumnGrain, std::min(m, end * kColumnGrain));
+    });
   }
 
   void Rope(const Tensor& q, const Tensor& k, const RopeParams& p) override {
