@@ -20,7 +20,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/clock.h"
 #include "common/flag_spelling.h"
 #include "engine/engine.h"
@@ -50,7 +50,7 @@ namespace {
 class TimingSink final : public engine::OutputSink {
  public:
   void OnOutput(engine::GenerationOutput out) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
     for (size_t i = 0; i < out.token_ids.size(); ++i) times_.push_back(now);
     if (out.finished()) {
@@ -59,14 +59,14 @@ class TimingSink final : public engine::OutputSink {
     }
   }
   std::vector<absl::Time> Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
+    MutexLock lock(&mu_);
+    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done_; });
     if (!error_.ok()) std::fprintf(stderr, "request failed: %s\n", std::string(error_.message()).c_str());
     return times_;
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<absl::Time> times_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

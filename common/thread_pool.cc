@@ -12,7 +12,7 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   for (auto& t : workers_) t.join();
@@ -29,7 +29,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     return;
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     num_chunks_ = chunks;
@@ -38,9 +38,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     ++generation_;
   }
   RunChunks();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](int64_t* pending) { return *pending == 0; }, &pending_));
+  MutexLock lock(&mu_);
+  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pending_ == 0; });
   fn_ = nullptr;
 }
 
@@ -49,7 +48,7 @@ void ThreadPool::RunChunks() {
     int64_t chunk, chunks, n;
     const std::function<void(int64_t, int64_t)>* fn;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (fn_ == nullptr || next_chunk_ >= num_chunks_) return;
       chunk = next_chunk_++;
       chunks = num_chunks_;
@@ -58,7 +57,7 @@ void ThreadPool::RunChunks() {
     }
     // Chunk c covers [c * n / chunks, (c + 1) * n / chunks).
     (*fn)(chunk * n / chunks, (chunk + 1) * n / chunks);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     --pending_;
   }
 }
@@ -67,11 +66,11 @@ void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || generation_ != seen;
       };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(ready);
       if (stop_) return;
       seen = generation_;
     }

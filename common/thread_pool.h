@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace pagoda {
 
@@ -32,7 +32,7 @@ class ThreadPool {
   void RunChunks();
 
   std::vector<std::thread> workers_;
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // chunks not yet finished

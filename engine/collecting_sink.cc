@@ -5,7 +5,7 @@ namespace pagoda::engine {
 void CollectingSink::OnOutput(GenerationOutput output) {
   if (on_output_) on_output_(output);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     CollectedOutput& c = collected_;
     c.token_ids.insert(c.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
     c.text += output.text;
@@ -21,13 +21,13 @@ void CollectingSink::OnOutput(GenerationOutput output) {
 
 CollectedOutput CollectingSink::Wait() {
   done_.WaitForNotification();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return collected_;
 }
 
 bool CollectingSink::WaitFor(absl::Duration timeout, CollectedOutput* out) {
   if (!done_.WaitForNotificationWithTimeout(timeout)) return false;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   *out = collected_;
   return true;
 }

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "common/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "engine/request.h"
 
@@ -39,9 +39,9 @@ class CollectingSink final : public OutputSink {
 
  private:
   std::function<void(const GenerationOutput&)> on_output_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   CollectedOutput collected_ ABSL_GUARDED_BY(mu_);
-  absl::Notification done_;
+  Notification done_;
 };
 
 }  // namespace pagoda::engine

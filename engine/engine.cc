@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   std::unique_ptr<Engine> engine(new Engine(config));
   ASSIGN_OR_RETURN(engine->core_, Core::Create(config, *file, std::move(backend)));
   {
-    absl::MutexLock lock(&engine->mu_);
+    MutexLock lock(&engine->mu_);
     engine->core_->FillStats(&engine->stats_);
   }
   return engine;
@@ -88,14 +88,14 @@ void Engine::Start() {
 
 void Engine::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
   // Whatever never reached the engine thread still gets an answer.
   std::deque<Pending> left;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     left.swap(intake_);
   }
   for (Pending& p : left) {
@@ -170,7 +170,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   request.prompt_token_ids.clear();
   SubmitResult result;
   result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stop_) return absl::UnavailableError("engine is stopped");
   const int64_t queued = static_cast<int64_t>(intake_.size()) + core_waiting_;
   if (config_.max_queued_requests > 0 && queued >= config_.max_queued_requests) {
@@ -196,12 +196,12 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
 }
 
 void Engine::Abort(RequestHandle handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   aborts_.push_back(handle);
 }
 
 EngineStats Engine::Stats() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   EngineStats s = stats_;
   s.num_waiting += static_cast<int32_t>(intake_.size());
   return s;
@@ -212,11 +212,11 @@ void Engine::Loop() {
     std::deque<Pending> intake;
     std::vector<RequestHandle> aborts;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || has_work_ || !intake_.empty() || !aborts_.empty();
       };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(ready);
       if (stop_) break;
       intake.swap(intake_);
       aborts.swap(aborts_);
@@ -238,14 +238,14 @@ void Engine::Loop() {
     }
     for (RequestHandle h : aborts) core_->Abort(h);
     core_->Step();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     has_work_ = core_->has_work();
     core_waiting_ = core_->num_waiting();
     core_->FillStats(&stats_);
     stats_.num_waiting = core_waiting_;
   }
   core_->FailAll(absl::UnavailableError("engine stopped"));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   has_work_ = false;
   core_->FillStats(&stats_);
 }

@@ -14,7 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "engine/request.h"
 
 namespace pagoda::gguf {
@@ -110,7 +110,7 @@ class Engine {
   std::unique_ptr<Core> core_;
   std::thread thread_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<Pending> intake_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestHandle> aborts_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -52,7 +52,7 @@ void GenerateReactor::Reject(const absl::Status& status) {
   spdlog::info("request rejected: {} ({})", std::string(status.message()),
                absl::StatusCodeToString(status.code()));
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
   }
   Finish(ToGrpcStatus(status));
@@ -89,11 +89,14 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
   Action action;
   bool abort_now;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     request_id_ = submitted->request_id;
     handle_ = submitted->handle;
     submitted_ = true;
-    queue_.push_front({std::move(first), false});
+    // Outputs the engine delivered before this point are queued already: the first
+    // message goes in front of them, and they get the request id.
+    for (Pending& p : queue_) p.response.set_request_id(request_id_);
+    if (!client_gone_) queue_.push_front({std::move(first), false});
     accepting_ = true;
     abort_now = client_gone_ && !engine_done_;
     action = NextActionLocked();
@@ -139,7 +142,7 @@ void GenerateReactor::RecordDelivery(const engine::GenerationOutput& output) {
 void GenerateReactor::Deliver(engine::GenerationOutput output) {
   Action action;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (output.finished()) engine_done_ = true;
     if (finished_ || finish_pending_) return;  // cancelled: nobody is listening
     RecordDelivery(output);
@@ -185,7 +188,7 @@ void GenerateReactor::Perform(Action action) {
   } else if (action == Action::kFinish) {
     grpc::Status status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       status = final_status_;
     }
     Finish(status);
@@ -197,7 +200,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
   bool abort_now = false;
   engine::RequestHandle handle;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     handle = handle_;
     writing_ = false;
     // A failed write means the client went away: stop the engine work too.
@@ -213,7 +216,7 @@ void GenerateReactor::OnCancel() {
   bool abort_now;
   engine::RequestHandle handle;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     handle = handle_;
     abort_now = ClientGoneLocked("cancelled");
     action = NextActionLocked();

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
@@ -60,7 +60,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::shared_ptr<GenerateReactor> self_;  // released in OnDone
   const absl::Time start_time_ = absl::Now();
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::string request_id_ ABSL_GUARDED_BY(mu_);
   engine::RequestHandle handle_ ABSL_GUARDED_BY(mu_) = 0;
   bool submitted_ ABSL_GUARDED_BY(mu_) = false;

@@ -27,7 +27,7 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 void Histogram::Observe(double value) {
   size_t i = 0;
   while (i < bounds_.size() && value > bounds_[i]) ++i;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++counts_[i];
   sum_ += value;
   ++count_;
@@ -36,7 +36,7 @@ void Histogram::Observe(double value) {
 void Histogram::AppendText(const std::string& name, const std::string& help,
                            std::string* out) const {
   AppendHeader(name, help, "histogram", out);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
@@ -47,12 +47,12 @@ void Histogram::AppendText(const std::string& name, const std::string& help,
 }
 
 void LabeledCounter::Inc(const std::string& value, int64_t n) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   values_[value] += n;
 }
 
 int64_t LabeledCounter::Get(const std::string& value) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = values_.find(value);
   return it == values_.end() ? 0 : it->second;
 }
@@ -60,7 +60,7 @@ int64_t LabeledCounter::Get(const std::string& value) const {
 void LabeledCounter::AppendText(const std::string& name, const std::string& help,
                                 std::string* out) const {
   AppendHeader(name, help, "counter", out);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [value, n] : values_) {
     absl::StrAppend(out, name, "{", label_, "=\"", value, "\"} ", n, "\n");
   }

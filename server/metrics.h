@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "engine/engine.h"
 
 namespace pagoda::server {
@@ -23,7 +23,7 @@ class Histogram {
 
  private:
   const std::vector<double> bounds_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);  // per bucket, not cumulative
   double sum_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
@@ -39,7 +39,7 @@ class LabeledCounter {
 
  private:
   const std::string label_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, int64_t> values_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -50,7 +50,7 @@ absl::Status Server::StartMetricsEndpoint() {
     res.set_content(RenderMetrics(), "text/plain; version=0.0.4");
   });
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     res.status = serving_ ? 200 : 503;
     res.set_content(serving_ ? "SERVING\n" : "NOT_SERVING\n", "text/plain");
   });
@@ -73,7 +73,7 @@ std::string Server::RenderMetrics() const { return metrics_->Render(engine_->Sta
 
 void Server::SetServing(bool serving) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (serving_ == serving) return;
     serving_ = serving;
   }
@@ -86,9 +86,9 @@ void Server::WatchdogLoop() {
   absl::Time progress_time = absl::Now();
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(250))) return;
+      if (mu_.AwaitWithTimeout(stopping, absl::Milliseconds(250))) return;
     }
     const engine::EngineStats stats = engine_->Stats();
     const bool busy = stats.num_running + stats.num_waiting > 0;
@@ -120,7 +120,7 @@ int64_t Server::Drain() {
 
 Server::~Server() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (watchdog_.joinable()) watchdog_.join();

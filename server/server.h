@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
 
@@ -65,7 +65,7 @@ class Server {
   int port_ = 0;
   int metrics_port_ = -1;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "model/tokenizer.h"
 #include "tests/engine_test_util.h"
@@ -130,7 +130,7 @@ TEST(EngineTest, StopTokenAndEos) {
 TEST(EngineTest, AbortWaitingAndRunningFreesBlocks) {
   auto engine = testing::StoriesEngine({.max_seqs = 1});
   ASSERT_NE(engine, nullptr);
-  absl::Notification first_token;
+  Notification first_token;
   auto running = std::make_shared<engine::CollectingSink>([&](const engine::GenerationOutput& o) {
     if (!o.token_ids.empty() && !first_token.HasBeenNotified()) first_token.Notify();
   });

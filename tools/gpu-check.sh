@@ -52,8 +52,8 @@ main() {
 
   step "end-to-end decode benchmark"
   if cmake --build "$BUILD_DIR" -j"$JOBS" --target pagoda-decode-bench; then
-    "$BUILD_DIR"/bin/pagoda-decode-bench --device cuda --preset 1b --batch-sizes 1,16,64 \
-      --context 512 || status=1
+    "$BUILD_DIR"/bin/pagoda-decode-bench --device cuda --preset 1b --dtype bf16 \
+      --batch-sizes 1,16,64 --context 512 || status=1
   else
     echo "pagoda-decode-bench did not build; skipped"
     status=1
