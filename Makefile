@@ -30,10 +30,13 @@ serve: build
 asan:
 	$(MAKE) test BUILD_DIR=build-asan CMAKE_FLAGS="-DPAGODA_SANITIZE=address -DPAGODA_CUDA=OFF"
 
-# The engine and server tests under ThreadSanitizer (CPU only).
+# The engine's threads under ThreadSanitizer (CPU only): the engine, scheduler and batching
+# tests. The gRPC server tests are left out: Debian's gRPC and abseil are not built with
+# TSan, so their internal synchronization is invisible to it and it reports races inside
+# gRPC's own inlined code.
 tsan:
 	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
-	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "Engine|Server|Scheduler"
+	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|Batch|KvCache|Golden)Test\."
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')

@@ -220,7 +220,8 @@ void Engine::Loop() {
       if (stop_) break;
       intake.swap(intake_);
       aborts.swap(aborts_);
-      // Keep the snapshot honest while the intake is in the engine's hands.
+      // Until this step ends, the intake counts as waiting (for the queue bound too).
+      core_waiting_ += static_cast<int32_t>(intake.size());
       stats_.num_waiting += static_cast<int32_t>(intake.size());
     }
     for (Pending& p : intake) {

@@ -42,7 +42,10 @@ GenerateReactor::GenerateReactor(const StreamDeps& deps) : deps_(deps) {
 
 GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const StreamDeps& deps) {
   std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(deps));
-  reactor->self_ = reactor;
+  {
+    MutexLock lock(&reactor->mu_);
+    reactor->self_ = reactor;
+  }
   reactor->Begin(request);
   return reactor.get();
 }
@@ -240,8 +243,10 @@ bool GenerateReactor::ClientGoneLocked(const char* why) {
 }
 
 void GenerateReactor::OnDone() {
+  std::shared_ptr<GenerateReactor> keep;  // may be the last reference: released last
+  MutexLock lock(&mu_);
   deps_.active_streams->fetch_sub(1);
-  std::shared_ptr<GenerateReactor> keep = std::move(self_);  // may be the last reference
+  keep = std::move(self_);
 }
 
 }  // namespace pagoda::server

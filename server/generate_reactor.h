@@ -57,7 +57,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool ClientGoneLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StreamDeps deps_;
-  std::shared_ptr<GenerateReactor> self_;  // released in OnDone
+  std::shared_ptr<GenerateReactor> self_ ABSL_GUARDED_BY(mu_);  // released in OnDone
   const absl::Time start_time_ = absl::Now();
 
   Mutex mu_;
