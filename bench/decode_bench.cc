@@ -20,9 +20,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "common/mutex.h"
 #include "absl/time/clock.h"
 #include "common/flag_spelling.h"
+#include "common/mutex.h"
 #include "engine/engine.h"
 #include "kernels/backend.h"
 #include "model/gguf.h"
@@ -61,7 +61,8 @@ class TimingSink final : public engine::OutputSink {
   std::vector<absl::Time> Wait() {
     MutexLock lock(&mu_);
     mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done_; });
-    if (!error_.ok()) std::fprintf(stderr, "request failed: %s\n", std::string(error_.message()).c_str());
+    if (!error_.ok())
+      std::fprintf(stderr, "request failed: %s\n", std::string(error_.message()).c_str());
     return times_;
   }
 
@@ -91,7 +92,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig 
     auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
     if (!preset.ok()) return preset.status();
     const std::string d = absl::GetFlag(FLAGS_dtype);
-    const gguf::TensorType type = d == "bf16" ? gguf::TensorType::kBF16
+    const gguf::TensorType type = d == "bf16"  ? gguf::TensorType::kBF16
                                   : d == "f16" ? gguf::TensorType::kF16
                                                : gguf::TensorType::kF32;
     auto writer = model::MakeModel(*preset, 0, type);
@@ -164,7 +165,8 @@ int RunKv() {
   auto on = MakeEngine({.kv_cache = true});
   auto off = MakeEngine({.kv_cache = false});
   if (!on.ok() || !off.ok()) {
-    std::fprintf(stderr, "engine: %s\n", std::string((on.ok() ? off : on).status().message()).c_str());
+    std::fprintf(stderr, "engine: %s\n",
+                 std::string((on.ok() ? off : on).status().message()).c_str());
     return 1;
   }
   std::printf("model: %s, %.1fM parameters, decode tokens per point: %d\n",
@@ -219,9 +221,9 @@ int RunWaste() {
   std::vector<std::shared_ptr<TimingSink>> sinks;
   for (int32_t i = 0; i < absl::GetFlag(FLAGS_requests); ++i) {
     sinks.push_back(std::make_shared<TimingSink>());
-    (void)(*engine)->Submit(RandomRequest(prompt_len(rng), out_len(rng),
-                                          (*engine)->model_config().vocab_size, &rng),
-                            sinks.back());
+    (void)(*engine)->Submit(
+        RandomRequest(prompt_len(rng), out_len(rng), (*engine)->model_config().vocab_size, &rng),
+        sinks.back());
   }
   // Sample the cache after each step until everything finished.
   double sum = 0, worst = 0;
@@ -243,10 +245,10 @@ int RunWaste() {
   for (auto& s : sinks) s->Wait();
   std::printf("mixed workload: %d requests, prompts 8..600, outputs 8..300, block size %d\n",
               absl::GetFlag(FLAGS_requests), absl::GetFlag(FLAGS_block_size));
-  std::printf("KV waste (reserved slots not holding a live token / reserved slots): mean %.2f%%, "
-              "max %.2f%% over %lld samples\n",
-              100 * sum / std::max<int64_t>(samples, 1), 100 * worst,
-              static_cast<long long>(samples));
+  std::printf(
+      "KV waste (reserved slots not holding a live token / reserved slots): mean %.2f%%, "
+      "max %.2f%% over %lld samples\n",
+      100 * sum / std::max<int64_t>(samples, 1), 100 * worst, static_cast<long long>(samples));
   return 0;
 }
 
@@ -256,7 +258,8 @@ int RunWaste() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("pagoda-decode-bench --mode kv|batch|waste [--preset NAME] ...");
   std::vector<std::string> args;
-  for (int i = 0; i < argc; ++i) args.push_back(i == 0 ? argv[0] : pagoda::NormalizeFlagSpelling(argv[i]));
+  for (int i = 0; i < argc; ++i)
+    args.push_back(i == 0 ? argv[0] : pagoda::NormalizeFlagSpelling(argv[i]));
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   absl::ParseCommandLine(argc, cargs.data());

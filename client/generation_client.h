@@ -13,9 +13,9 @@
 namespace pagoda::client {
 
 struct ChannelOptions {
-  std::string address;   // host:port
-  std::string api_key;   // sent as "authorization: Bearer <key>" when not empty
-  std::string tls_ca;    // PEM file of the CA to trust; empty = plaintext
+  std::string address;  // host:port
+  std::string api_key;  // sent as "authorization: Bearer <key>" when not empty
+  std::string tls_ca;   // PEM file of the CA to trust; empty = plaintext
 };
 
 // A channel to `options.address`; InvalidArgument when the CA file cannot be read.

@@ -8,9 +8,9 @@
 #define PAGODA_CONCAT(a, b) PAGODA_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::absl::Status pagoda_status_ = (expr);     \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status pagoda_status_ = (expr);          \
     if (!pagoda_status_.ok()) return pagoda_status_; \
   } while (0)
 

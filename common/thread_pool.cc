@@ -67,9 +67,8 @@ void ThreadPool::WorkerLoop() {
   while (true) {
     {
       MutexLock lock(&mu_);
-      auto ready = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || generation_ != seen;
-      };
+      auto ready = [this, &seen]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || generation_ != seen; };
       mu_.Await(ready);
       if (stop_) return;
       seen = generation_;

@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
-#include "common/mutex.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "engine/request.h"
 
 namespace pagoda::engine {

@@ -16,13 +16,6 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-bool IsValidUtf8(std::string_view s) {
-  for (size_t i = 0, len = 0; i < s.size(); i += len) {
-    if (model::CheckUtf8Char(s.substr(i), &len) != model::Utf8Status::kComplete) return false;
-  }
-  return true;
-}
-
 absl::Status ValidateSampling(const SamplingParams& p) {
   if (!(p.temperature >= 0) || std::isinf(p.temperature)) {
     return Invalid("temperature", "must be a finite number >= 0");
@@ -127,7 +120,7 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
     *prompt = r.prompt_token_ids;
   } else {
     if (r.prompt.empty()) return Invalid("prompt", "is empty");
-    if (!IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
+    if (!model::IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
     *prompt = tok.Encode(r.prompt, tok.add_bos());
   }
   const int32_t n = static_cast<int32_t>(prompt->size());
@@ -138,18 +131,19 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
   RETURN_IF_ERROR(ValidateSampling(r.sampling));
   for (const std::string& s : r.stop) {
     if (s.empty()) return Invalid("stop", "stop strings must not be empty");
-    if (!IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
+    if (!model::IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
   }
   for (int32_t id : r.stop_token_ids) {
-    if (id < 0 || id >= vocab) return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
+    if (id < 0 || id >= vocab)
+      return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
   }
   const int64_t capacity = int64_t{core_->kv().num_blocks()} * core_->kv().block_size();
   if (r.max_tokens.has_value()) {
     if (*r.max_tokens <= 0) return Invalid("max_tokens", "must be positive");
     if (int64_t{n} + *r.max_tokens > context) {
-      return Invalid("max_tokens", absl::StrCat("prompt (", n, " tokens) + max_tokens (",
-                                                *r.max_tokens, ") exceeds the context length ",
-                                                context));
+      return Invalid("max_tokens",
+                     absl::StrCat("prompt (", n, " tokens) + max_tokens (", *r.max_tokens,
+                                  ") exceeds the context length ", context));
     }
     *max_total_tokens = n + *r.max_tokens;
   } else {
@@ -174,9 +168,9 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   if (stop_) return absl::UnavailableError("engine is stopped");
   const int64_t queued = static_cast<int64_t>(intake_.size()) + core_waiting_;
   if (config_.max_queued_requests > 0 && queued >= config_.max_queued_requests) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("queue full: ", queued, " requests waiting (max_queued_requests = ",
-                     config_.max_queued_requests, ")"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue full: ", queued,
+        " requests waiting (max_queued_requests = ", config_.max_queued_requests, ")"));
   }
   p.handle = next_handle_++;
   if (request.request_id.empty()) request.request_id = absl::StrCat("req-", p.handle);

@@ -32,8 +32,8 @@ namespace pagoda::engine {
 
 struct EngineConfig {
   int32_t block_size = 16;
-  int32_t num_blocks = 0;           // KV blocks; wins over kv_cache_memory when > 0
-  int64_t kv_cache_memory = 0;      // bytes for the KV cache; 0 = 1 GiB
+  int32_t num_blocks = 0;       // KV blocks; wins over kv_cache_memory when > 0
+  int64_t kv_cache_memory = 0;  // bytes for the KV cache; 0 = 1 GiB
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
   int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
@@ -43,11 +43,11 @@ struct EngineConfig {
 // A snapshot of the engine's state, for metrics and health.
 struct EngineStats {
   int32_t num_running = 0;
-  int32_t num_waiting = 0;          // queued, not yet running (includes preempted)
+  int32_t num_waiting = 0;  // queued, not yet running (includes preempted)
   int32_t num_blocks = 0;
   int32_t num_free_blocks = 0;
-  double kv_usage = 0;              // fraction of blocks in use
-  int64_t num_cached_tokens = 0;    // tokens whose K/V are in the cache (running sequences)
+  double kv_usage = 0;            // fraction of blocks in use
+  int64_t num_cached_tokens = 0;  // tokens whose K/V are in the cache (running sequences)
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;

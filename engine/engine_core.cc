@@ -35,9 +35,9 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   ASSIGN_OR_RETURN(core->model_, model::LlamaModel::Load(file, core->backend_.get()));
   const model::LlamaConfig& mc = core->model_->config();
   if (core->tokenizer_->vocab_size() != mc.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat("model: tokenizer has ",
-                                                   core->tokenizer_->vocab_size(),
-                                                   " tokens but the embedding has ", mc.vocab_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: tokenizer has ", core->tokenizer_->vocab_size(),
+                     " tokens but the embedding has ", mc.vocab_size));
   }
 
   kernels::KvCacheShape shape{.num_layers = mc.num_layers,
@@ -56,8 +56,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
     if (config.kv_cache_memory <= 0) blocks = std::min(blocks, per_seq * config.max_seqs);
   }
   if (blocks <= 0 || blocks > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat("engine: KV cache of ", blocks,
-                                                   " blocks; give --num-blocks or more memory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine: KV cache of ", blocks, " blocks; give --num-blocks or more memory"));
   }
   shape.num_blocks = static_cast<int32_t>(blocks);
   // Left uninitialized: attention only reads slots its own sequence has written.
@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
                      .kv_cache = config.kv_cache};
   // Recompute mode runs a whole context in one step, so the budget must hold one.
   if (!config.kv_cache) sc.max_batched_tokens = std::max(sc.max_batched_tokens, mc.context_length);
-  core->scheduler_ = std::make_unique<Scheduler>(sc, core->kv_.get(), std::make_unique<FcfsPolicy>());
+  core->scheduler_ =
+      std::make_unique<Scheduler>(sc, core->kv_.get(), std::make_unique<FcfsPolicy>());
   core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
   return core;

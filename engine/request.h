@@ -13,27 +13,27 @@
 namespace pagoda::engine {
 
 struct SamplingParams {
-  float temperature = 1.f;            // 0 = greedy
-  int32_t top_k = 0;                  // 0 = off
-  float top_p = 1.f;                  // in (0, 1]
-  float min_p = 0.f;                  // in [0, 1]
-  float repetition_penalty = 1.f;     // > 0; 1 = off (prompt and output tokens)
-  float presence_penalty = 0.f;       // over output tokens
-  float frequency_penalty = 0.f;      // over output tokens
-  std::optional<uint64_t> seed;       // unset: drawn at submission
-  int32_t logprobs = -1;              // -1: none; N >= 0: chosen token plus top-N
+  float temperature = 1.f;         // 0 = greedy
+  int32_t top_k = 0;               // 0 = off
+  float top_p = 1.f;               // in (0, 1]
+  float min_p = 0.f;               // in [0, 1]
+  float repetition_penalty = 1.f;  // > 0; 1 = off (prompt and output tokens)
+  float presence_penalty = 0.f;    // over output tokens
+  float frequency_penalty = 0.f;   // over output tokens
+  std::optional<uint64_t> seed;    // unset: drawn at submission
+  int32_t logprobs = -1;           // -1: none; N >= 0: chosen token plus top-N
 };
 
 struct GenerationRequest {
-  std::string request_id;                // client-visible id; generated when empty
-  std::string prompt;                    // text, used when prompt_token_ids is empty
-  std::vector<int32_t> prompt_token_ids; // already tokenized prompt (no BOS is added)
+  std::string request_id;                 // client-visible id; generated when empty
+  std::string prompt;                     // text, used when prompt_token_ids is empty
+  std::vector<int32_t> prompt_token_ids;  // already tokenized prompt (no BOS is added)
   SamplingParams sampling;
-  std::optional<int32_t> max_tokens;     // unset: up to the context length
-  std::vector<std::string> stop;         // stop strings (never part of the delivered text)
+  std::optional<int32_t> max_tokens;  // unset: up to the context length
+  std::vector<std::string> stop;      // stop strings (never part of the delivered text)
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  int32_t priority = 0;                  // lower runs first and is preempted last
+  int32_t priority = 0;  // lower runs first and is preempted last
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -50,18 +50,18 @@ struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
-  absl::Duration queue_time;          // arrival to first scheduled
-  absl::Duration time_to_first_token; // arrival to first output token
+  absl::Duration queue_time;           // arrival to first scheduled
+  absl::Duration time_to_first_token;  // arrival to first output token
 };
 
 // One delivery to a sink: only what is new since the last one.
 struct GenerationOutput {
   std::vector<int32_t> token_ids;
-  std::string text;                   // text delta (valid UTF-8)
-  std::vector<TokenLogprob> logprobs; // one per token id, when requested
+  std::string text;                                  // text delta (valid UTF-8)
+  std::vector<TokenLogprob> logprobs;                // one per token id, when requested
   FinishReason finish_reason = FinishReason::kNone;  // set on the last delivery only
-  absl::Status error;                 // why, when finish_reason is kError
-  Usage usage;                        // complete on the last delivery
+  absl::Status error;                                // why, when finish_reason is kError
+  Usage usage;                                       // complete on the last delivery
 
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };

@@ -15,8 +15,8 @@ namespace pagoda::engine {
 struct SampleInput {
   const SamplingParams* params = nullptr;
   uint64_t seed = 0;
-  int32_t output_index = 0;                  // how many tokens were sampled before
-  absl::Span<const int32_t> context;         // prompt and output tokens (repetition penalty)
+  int32_t output_index = 0;           // how many tokens were sampled before
+  absl::Span<const int32_t> context;  // prompt and output tokens (repetition penalty)
   const absl::flat_hash_map<int32_t, int32_t>* output_counts = nullptr;  // presence/frequency
 };
 

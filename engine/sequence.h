@@ -18,21 +18,21 @@ namespace pagoda::engine {
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 
 struct Sequence {
-  SeqId id = 0;                 // engine-assigned, increasing in arrival order
-  GenerationRequest request;    // parameters (prompt text dropped after tokenization)
+  SeqId id = 0;               // engine-assigned, increasing in arrival order
+  GenerationRequest request;  // parameters (prompt text dropped after tokenization)
   std::shared_ptr<OutputSink> sink;
   std::vector<int32_t> tokens;  // prompt then output
   int32_t prompt_len = 0;
-  int32_t max_total_tokens = 0; // prompt_len + max output tokens
-  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  int32_t max_total_tokens = 0;  // prompt_len + max output tokens
+  int32_t num_computed = 0;      // tokens whose K/V are in the cache
   SeqStatus status = SeqStatus::kWaiting;
   int32_t num_preemptions = 0;
   uint64_t seed = 0;
 
   // Output stream state.
   std::unique_ptr<model::IncrementalDetokenizer> detokenizer;
-  std::string text;             // output text so far (stop strings cut off)
-  size_t text_sent = 0;         // bytes of `text` already delivered
+  std::string text;                                     // output text so far (stop strings cut off)
+  size_t text_sent = 0;                                 // bytes of `text` already delivered
   absl::flat_hash_map<int32_t, int32_t> output_counts;  // for penalties
 
   absl::Time arrival_time;

@@ -19,7 +19,7 @@ struct RopeParams {
   int32_t num_heads = 0;     // query heads in q
   int32_t num_kv_heads = 0;  // heads in k
   int32_t head_dim = 0;
-  int32_t rope_dim = 0;      // leading dims of each head that rotate (== head_dim usually)
+  int32_t rope_dim = 0;  // leading dims of each head that rotate (== head_dim usually)
   float freq_base = 10000.f;
 };
 
@@ -27,7 +27,7 @@ struct AttentionParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;  // query head h reads KV head h / (num_heads / num_kv_heads)
   int32_t head_dim = 0;
-  float scale = 1.f;         // usually 1 / sqrt(head_dim)
+  float scale = 1.f;  // usually 1 / sqrt(head_dim)
 };
 
 class Backend {
@@ -91,8 +91,8 @@ enum class DeviceKind { kAuto, kCpu, kCuda };
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::kAuto;
-  int32_t num_threads = 0;  // CPU threads; 0 = one per hardware thread
-  int32_t device_index = 0; // CUDA device
+  int32_t num_threads = 0;   // CPU threads; 0 = one per hardware thread
+  int32_t device_index = 0;  // CUDA device
 };
 
 // Builds the requested backend; kAuto picks CUDA when a device is present, else CPU.

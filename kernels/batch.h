@@ -18,7 +18,7 @@ struct BatchInput {
   std::vector<int32_t> seq_lens;         // [num_seqs]: context length after this step
   std::vector<int32_t> block_tables;     // [num_seqs][max_blocks_per_seq], padded with 0
   int32_t max_blocks_per_seq = 0;
-  std::vector<int32_t> logits_indices;   // [num_logits]: token rows that need logits
+  std::vector<int32_t> logits_indices;  // [num_logits]: token rows that need logits
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }

@@ -28,8 +28,8 @@ absl::StatusOr<int32_t> GetBounded(const gguf::GgufFile& file, const std::string
 }  // namespace
 
 int64_t LlamaConfig::num_parameters() const {
-  const int64_t per_layer = int64_t{dim} * (q_dim() * 2 + kv_dim() * 2) +
-                            int64_t{dim} * ffn_dim * 3 + 2 * int64_t{dim};
+  const int64_t per_layer =
+      int64_t{dim} * (q_dim() * 2 + kv_dim() * 2) + int64_t{dim} * ffn_dim * 3 + 2 * int64_t{dim};
   const int64_t embed = int64_t{vocab_size} * dim;
   return per_layer * num_layers + embed * (tied_embeddings ? 1 : 2) + dim;
 }
@@ -51,8 +51,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const gguf::GgufFile& file) {
   ASSIGN_OR_RETURN(c.num_heads, GetBounded(file, p + "attention.head_count", std::nullopt, 4096));
   ASSIGN_OR_RETURN(c.num_kv_heads,
                    GetBounded(file, p + "attention.head_count_kv", c.num_heads, 4096));
-  ASSIGN_OR_RETURN(c.context_length,
-                   GetBounded(file, p + "context_length", 2048, kMaxContext));
+  ASSIGN_OR_RETURN(c.context_length, GetBounded(file, p + "context_length", 2048, kMaxContext));
   if (c.dim % c.num_heads != 0) {
     return absl::InvalidArgumentError("model: embedding_length not divisible by head_count");
   }

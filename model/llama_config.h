@@ -12,13 +12,13 @@ namespace pagoda::model {
 struct LlamaConfig {
   std::string architecture = "llama";
   int32_t vocab_size = 0;
-  int32_t dim = 0;             // embedding width
+  int32_t dim = 0;  // embedding width
   int32_t num_layers = 0;
-  int32_t num_heads = 0;       // query heads
-  int32_t num_kv_heads = 0;    // key/value heads (GQA when fewer than num_heads)
+  int32_t num_heads = 0;     // query heads
+  int32_t num_kv_heads = 0;  // key/value heads (GQA when fewer than num_heads)
   int32_t head_dim = 0;
   int32_t ffn_dim = 0;
-  int32_t rope_dim = 0;        // leading dims of each head that RoPE rotates
+  int32_t rope_dim = 0;  // leading dims of each head that RoPE rotates
   float rope_freq_base = 10000.f;
   float rms_eps = 1e-5f;
   int32_t context_length = 2048;

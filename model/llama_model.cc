@@ -16,14 +16,15 @@ using kernels::Tensor;
 absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, int64_t rows,
                           int64_t cols, std::vector<float>* out) {
   const gguf::TensorInfo* t = file.FindTensor(name);
-  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("model: tensor ", name, " missing"));
-  const bool shape_ok =
-      rows == 1 ? (t->dims.size() == 1 && t->dims[0] == static_cast<uint64_t>(cols))
-                : (t->dims.size() == 2 && t->dims[0] == static_cast<uint64_t>(cols) &&
-                   t->dims[1] == static_cast<uint64_t>(rows));
+  if (t == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("model: tensor ", name, " missing"));
+  const bool shape_ok = rows == 1
+                            ? (t->dims.size() == 1 && t->dims[0] == static_cast<uint64_t>(cols))
+                            : (t->dims.size() == 2 && t->dims[0] == static_cast<uint64_t>(cols) &&
+                               t->dims[1] == static_cast<uint64_t>(rows));
   if (!shape_ok) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model: tensor ", name, " has the wrong shape (want ", rows, " x ", cols, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: tensor ", name, " has the wrong shape (want ", rows, " x ", cols, ")"));
   }
   const size_t start = out->size();
   out->resize(start + static_cast<size_t>(rows * cols));
@@ -115,7 +116,8 @@ absl::Status LlamaModel::ValidateBatch(const kernels::BatchInput& b,
   }
   for (int32_t id : b.token_ids) {
     if (id < 0 || id >= config_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("model: token id ", id, " outside vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: token id ", id, " outside vocabulary"));
     }
   }
   for (int32_t row : b.logits_indices) {
@@ -160,12 +162,17 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
   be.RmsNorm(x, L.attn_norm.view, c.rms_eps, xn);
   be.MatMul(xn, L.wqkv.view, qkv);
   be.Rope(q, k,
-          {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
-           .rope_dim = c.rope_dim, .freq_base = c.rope_freq_base});
+          {.num_heads = c.num_heads,
+           .num_kv_heads = c.num_kv_heads,
+           .head_dim = c.head_dim,
+           .rope_dim = c.rope_dim,
+           .freq_base = c.rope_freq_base});
   be.WriteKv(k, v, cache, index);
   be.Attention(q, cache, index,
-               {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads,
-                .head_dim = c.head_dim, .scale = 1.f / std::sqrt(static_cast<float>(c.head_dim))},
+               {.num_heads = c.num_heads,
+                .num_kv_heads = c.num_kv_heads,
+                .head_dim = c.head_dim,
+                .scale = 1.f / std::sqrt(static_cast<float>(c.head_dim))},
                attn);
   be.MatMul(attn, L.wo.view, proj);
   be.Add(x, proj);

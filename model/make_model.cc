@@ -33,7 +33,8 @@ uint16_t FloatToHalf(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
   uint32_t mant = x & 0x7FFFFFu;
-  if (((x >> 23) & 0xFF) == 0xFF) return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0));
+  if (((x >> 23) & 0xFF) == 0xFF)
+    return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0));
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
   if (exp <= 0) {
     if (exp < -10) return static_cast<uint16_t>(sign);

@@ -42,6 +42,13 @@ Utf8Status CheckUtf8Char(std::string_view text, size_t* len) {
   return Utf8Status::kComplete;
 }
 
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0, len = 0; i < text.size(); i += len) {
+    if (CheckUtf8Char(text.substr(i), &len) != Utf8Status::kComplete) return false;
+  }
+  return true;
+}
+
 bool DecodeUtf8Char(std::string_view text, size_t pos, uint32_t* cp, size_t* len) {
   const auto* p = reinterpret_cast<const uint8_t*>(text.data()) + pos;
   size_t n = 0;

@@ -19,6 +19,9 @@ enum class Utf8Status {
 // when kComplete.
 Utf8Status CheckUtf8Char(std::string_view text, size_t* len);
 
+// True when all of `text` is valid UTF-8.
+bool IsValidUtf8(std::string_view text);
+
 // Decodes the character at `text[pos]`: on success sets `*cp` and `*len`; on an invalid or
 // truncated sequence returns false with `*cp` = the raw byte and `*len` = 1.
 bool DecodeUtf8Char(std::string_view text, size_t pos, uint32_t* cp, size_t* len);

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "common/mutex.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.pb.h"
@@ -69,7 +69,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled, or a write failed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;     // Finish() called
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight

@@ -67,14 +67,14 @@ void LabeledCounter::AppendText(const std::string& name, const std::string& help
 }
 
 ServerMetrics::ServerMetrics()
-    : time_to_first_token({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                           1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
-      inter_token_latency({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
-                           0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0}),
-      e2e_request_latency({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0,
-                           15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0}),
-      request_queue_time({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5,
-                          5.0, 10.0, 20.0, 30.0, 60.0, 120.0}) {}
+    : time_to_first_token({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                           2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      inter_token_latency({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+                           0.5, 0.75, 1.0, 2.5, 5.0, 10.0}),
+      e2e_request_latency({0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,
+                           5.0,  10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0}),
+      request_queue_time({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
+                          10.0, 20.0, 30.0, 60.0, 120.0}) {}
 
 std::string ServerMetrics::Render(const engine::EngineStats& s) const {
   std::string out;
@@ -86,8 +86,8 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
                "gauge", s.kv_usage, &out);
   AppendScalar("pagoda:kv_cache_total_blocks", "KV-cache blocks in the pool.", "gauge",
                s.num_blocks, &out);
-  AppendScalar("pagoda:kv_cache_free_blocks", "KV-cache blocks free.", "gauge",
-               s.num_free_blocks, &out);
+  AppendScalar("pagoda:kv_cache_free_blocks", "KV-cache blocks free.", "gauge", s.num_free_blocks,
+               &out);
   AppendScalar("pagoda:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
                "counter", static_cast<double>(s.num_preemptions), &out);
   AppendScalar("pagoda:engine_steps_total", "Engine steps run.", "counter",
@@ -99,16 +99,16 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
   AppendScalar("pagoda:request_cancelled_total",
                "Requests aborted because the client cancelled, disconnected or hit its deadline.",
                "counter", static_cast<double>(requests_cancelled.load()), &out);
-  request_success.AppendText("pagoda:request_success_total",
-                             "Requests finished, by finish reason.", &out);
+  request_success.AppendText("pagoda:request_success_total", "Requests finished, by finish reason.",
+                             &out);
   request_failure.AppendText("pagoda:request_failure_total",
                              "Requests rejected or failed, by gRPC status code.", &out);
   time_to_first_token.AppendText("pagoda:time_to_first_token_seconds",
                                  "Arrival to first generated token.", &out);
   inter_token_latency.AppendText("pagoda:inter_token_latency_seconds",
                                  "Time between consecutive generated tokens.", &out);
-  e2e_request_latency.AppendText("pagoda:e2e_request_latency_seconds",
-                                 "Arrival to last token.", &out);
+  e2e_request_latency.AppendText("pagoda:e2e_request_latency_seconds", "Arrival to last token.",
+                                 &out);
   request_queue_time.AppendText("pagoda:request_queue_time_seconds",
                                 "Arrival to first scheduled step.", &out);
   return out;

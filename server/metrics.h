@@ -54,7 +54,7 @@ struct ServerMetrics {
   std::atomic<int64_t> generation_tokens{0};
   std::atomic<int64_t> requests_cancelled{0};  // client cancel, disconnect or deadline
   LabeledCounter request_success{"finished_reason"};
-  LabeledCounter request_failure{"code"};       // rejected or failed, by gRPC code name
+  LabeledCounter request_failure{"code"};  // rejected or failed, by gRPC code name
 
   // The whole exposition, engine gauges included.
   std::string Render(const engine::EngineStats& stats) const;

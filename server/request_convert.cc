@@ -4,23 +4,10 @@
 #include "model/utf8.h"
 
 namespace pagoda::server {
-namespace {
 
-bool IsValidUtf8(const std::string& s) {
-  for (size_t i = 0, len = 0; i < s.size(); i += len) {
-    if (model::CheckUtf8Char(std::string_view(s).substr(i), &len) != model::Utf8Status::kComplete) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-absl::StatusOr<engine::GenerationRequest> ToEngineRequest(
-    const internal::RawGenerateRequest& raw) {
+absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGenerateRequest& raw) {
   engine::GenerationRequest r;
-  if (!IsValidUtf8(raw.request_id())) {
+  if (!model::IsValidUtf8(raw.request_id())) {
     return absl::InvalidArgumentError("request_id: is not valid UTF-8");
   }
   if (raw.request_id().size() > 256) return absl::InvalidArgumentError("request_id: too long");
@@ -28,7 +15,8 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(
   if (!raw.prompt().empty() && raw.prompt_token_ids_size() > 0) {
     return absl::InvalidArgumentError("prompt: give either prompt or prompt_token_ids, not both");
   }
-  if (!IsValidUtf8(raw.prompt())) return absl::InvalidArgumentError("prompt: is not valid UTF-8");
+  if (!model::IsValidUtf8(raw.prompt()))
+    return absl::InvalidArgumentError("prompt: is not valid UTF-8");
   r.prompt = raw.prompt();
   r.prompt_token_ids.assign(raw.prompt_token_ids().begin(), raw.prompt_token_ids().end());
   if (raw.has_max_tokens()) r.max_tokens = raw.max_tokens();
@@ -46,7 +34,7 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(
     s.logprobs = raw.logprobs();
   }
   for (int i = 0; i < raw.stop_size(); ++i) {
-    if (!IsValidUtf8(raw.stop(i))) {
+    if (!model::IsValidUtf8(raw.stop(i))) {
       return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: is not valid UTF-8"));
     }
     r.stop.push_back(raw.stop(i));

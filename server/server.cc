@@ -57,9 +57,8 @@ absl::Status Server::StartMetricsEndpoint() {
   if (options_.metrics_port == 0) {
     metrics_port_ = http_->bind_to_any_port(options_.host);
   } else {
-    metrics_port_ = http_->bind_to_port(options_.host, options_.metrics_port)
-                        ? options_.metrics_port
-                        : -1;
+    metrics_port_ =
+        http_->bind_to_port(options_.host, options_.metrics_port) ? options_.metrics_port : -1;
   }
   if (metrics_port_ <= 0) {
     return absl::UnavailableError(
@@ -97,8 +96,9 @@ void Server::WatchdogLoop() {
       progress_time = absl::Now();
     }
     const bool stalled = busy && absl::Now() - progress_time > options_.stall_timeout;
-    if (stalled) spdlog::warn("engine made no step for {}s with work queued",
-                              absl::ToDoubleSeconds(absl::Now() - progress_time));
+    if (stalled)
+      spdlog::warn("engine made no step for {}s with work queued",
+                   absl::ToDoubleSeconds(absl::Now() - progress_time));
     SetServing(!service_->draining() && !stalled);
   }
 }

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "engine/engine.h"
 
 namespace grpc {
@@ -25,8 +25,8 @@ struct ServerMetrics;
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
-  int port = 50051;                 // 0 = pick a free port
-  int metrics_port = 9090;          // 0 = pick a free port; -1 = no metrics endpoint
+  int port = 50051;         // 0 = pick a free port
+  int metrics_port = 9090;  // 0 = pick a free port; -1 = no metrics endpoint
   std::string model_name;
   absl::Duration drain_timeout = absl::Seconds(30);
   // Health reads NOT_SERVING when the engine has work but made no step for this long.

@@ -21,8 +21,8 @@ struct Result {
 
 // Runs `pagoda <args>` (stderr to stdout when `merge_stderr`).
 Result Pagoda(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd = absl::StrCat(testing::BinDir(), "/pagoda ", args,
-                                       merge_stderr ? " 2>&1" : " 2>/dev/null");
+  const std::string cmd =
+      absl::StrCat(testing::BinDir(), "/pagoda ", args, merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -35,7 +35,8 @@ Result Pagoda(const std::string& args, bool merge_stderr = false) {
 std::string Stories() { return testing::ModelPath("stories260K.gguf"); }
 
 nlohmann::json Golden() {
-  return nlohmann::json::parse(testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")));
+  return nlohmann::json::parse(
+      testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")));
 }
 
 TEST(CliTest, GenerateJsonMatchesGolden) {
@@ -81,8 +82,12 @@ TEST(CliTest, PromptsFilePrintsOneLinePerPromptInOrder) {
 
 TEST(CliTest, MakeModelWritesALoadableDeterministicModel) {
   const std::string dir = testing::MakeTempDir();
-  ASSERT_EQ(Pagoda(absl::StrCat("make-model --preset tiny --out ", dir, "/a.gguf --seed 5")).exit_code, 0);
-  ASSERT_EQ(Pagoda(absl::StrCat("make-model --preset tiny --out ", dir, "/b.gguf --seed 5")).exit_code, 0);
+  ASSERT_EQ(
+      Pagoda(absl::StrCat("make-model --preset tiny --out ", dir, "/a.gguf --seed 5")).exit_code,
+      0);
+  ASSERT_EQ(
+      Pagoda(absl::StrCat("make-model --preset tiny --out ", dir, "/b.gguf --seed 5")).exit_code,
+      0);
   EXPECT_EQ(testing::ReadFileOrDie(dir + "/a.gguf"), testing::ReadFileOrDie(dir + "/b.gguf"));
   const std::string gen = absl::StrCat("generate --model ", dir,
                                        "/a.gguf --prompt 'hello' --max-tokens 12 --temperature 0 "
@@ -95,7 +100,8 @@ TEST(CliTest, MakeModelWritesALoadableDeterministicModel) {
 }
 
 TEST(CliTest, BuiltInDefaultModelGenerates) {
-  const Result r = Pagoda("generate --prompt 'hi' --max-tokens 5 --temperature 0 --ignore-eos --json");
+  const Result r =
+      Pagoda("generate --prompt 'hi' --max-tokens 5 --temperature 0 --ignore-eos --json");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(r.out).at("output_token_ids").size(), 5u);
 }

@@ -26,7 +26,8 @@ BatchInput MakeBatch(const std::vector<Seq>& seqs, int32_t block_size, int32_t n
   std::shuffle(free.begin(), free.end(), *rng);
   BatchInput b;
   int32_t max_blocks = 0;
-  for (const Seq& s : seqs) max_blocks = std::max(max_blocks, (s.context + block_size - 1) / block_size);
+  for (const Seq& s : seqs)
+    max_blocks = std::max(max_blocks, (s.context + block_size - 1) / block_size);
   b.max_blocks_per_seq = max_blocks;
   b.query_start_loc.push_back(0);
   for (const Seq& s : seqs) {
@@ -67,8 +68,12 @@ class CpuBackendTest : public ::testing::Test {
 
 TEST_F(CpuBackendTest, KvWrittenThroughSlotMappingIsReadBackThroughBlockTable) {
   std::mt19937 rng(1);
-  const KvCacheShape shape{.num_layers = 2, .num_blocks = 16, .block_size = 4,
-                           .num_kv_heads = 2, .head_dim = 8, .dtype = DType::kF32};
+  const KvCacheShape shape{.num_layers = 2,
+                           .num_blocks = 16,
+                           .block_size = 4,
+                           .num_kv_heads = 2,
+                           .head_dim = 8,
+                           .dtype = DType::kF32};
   auto buffer = *backend_->Allocate(shape.total_bytes());
   const PagedKvCache cache{buffer.data(), shape};
   std::vector<std::vector<int32_t>> tables;
@@ -131,16 +136,22 @@ std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<flo
   return out;
 }
 
-void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t heads,
-                    int32_t kv_heads, int32_t head_dim, int32_t block_size) {
+void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t heads, int32_t kv_heads,
+                    int32_t head_dim, int32_t block_size) {
   std::mt19937 rng(heads * 131 + kv_heads * 17 + head_dim + block_size);
-  const KvCacheShape shape{.num_layers = 1, .num_blocks = 256, .block_size = block_size,
-                           .num_kv_heads = kv_heads, .head_dim = head_dim, .dtype = DType::kF32};
+  const KvCacheShape shape{.num_layers = 1,
+                           .num_blocks = 256,
+                           .block_size = block_size,
+                           .num_kv_heads = kv_heads,
+                           .head_dim = head_dim,
+                           .dtype = DType::kF32};
   auto buffer = *backend->Allocate(shape.total_bytes());
   const PagedKvCache cache{buffer.data(), shape};
   std::vector<std::vector<int32_t>> tables;
   const BatchInput batch = MakeBatch(seqs, block_size, shape.num_blocks, &rng, &tables);
-  const AttentionParams p{.num_heads = heads, .num_kv_heads = kv_heads, .head_dim = head_dim,
+  const AttentionParams p{.num_heads = heads,
+                          .num_kv_heads = kv_heads,
+                          .head_dim = head_dim,
                           .scale = 1.f / std::sqrt(static_cast<float>(head_dim))};
   const int32_t kv_width = kv_heads * head_dim;
   // Whole contexts: the cached prefix is written directly, the new tokens via WriteKv.
@@ -150,8 +161,10 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
     values.push_back(Random(seqs[s].context * kv_width, &rng));
     for (int32_t t = 0; t < seqs[s].context - seqs[s].new_tokens; ++t) {
       const int64_t slot = int64_t{tables[s][t / block_size]} * block_size + t % block_size;
-      std::copy_n(&keys[s][t * kv_width], kv_width, static_cast<float*>(cache.Plane(0, 0)) + slot * kv_width);
-      std::copy_n(&values[s][t * kv_width], kv_width, static_cast<float*>(cache.Plane(0, 1)) + slot * kv_width);
+      std::copy_n(&keys[s][t * kv_width], kv_width,
+                  static_cast<float*>(cache.Plane(0, 0)) + slot * kv_width);
+      std::copy_n(&values[s][t * kv_width], kv_width,
+                  static_cast<float*>(cache.Plane(0, 1)) + slot * kv_width);
     }
   }
   std::vector<float> k_new, v_new;
@@ -211,10 +224,9 @@ TEST_F(CpuBackendTest, RmsNormRopeSiluMulAddOnStridedViews) {
   ASSERT_TRUE(backend_->PrepareBatch(b).ok());
   std::vector<float> q = Random(n * dim, &rng), k = Random(n * dim / 2, &rng);
   const std::vector<float> q0 = q, k0 = k;
-  backend_->Rope(Tensor::Make(q.data(), DType::kF32, n, dim),
-                 Tensor::Make(k.data(), DType::kF32, n, dim / 2),
-                 {.num_heads = 2, .num_kv_heads = 1, .head_dim = 4, .rope_dim = 4,
-                  .freq_base = 10000.f});
+  backend_->Rope(
+      Tensor::Make(q.data(), DType::kF32, n, dim), Tensor::Make(k.data(), DType::kF32, n, dim / 2),
+      {.num_heads = 2, .num_kv_heads = 1, .head_dim = 4, .rope_dim = 4, .freq_base = 10000.f});
   for (int64_t r = 0; r < n; ++r) {
     for (int h = 0; h < 2; ++h) {
       for (int i = 0; i < 2; ++i) {
@@ -235,7 +247,7 @@ TEST_F(CpuBackendTest, RmsNormRopeSiluMulAddOnStridedViews) {
 }
 
 TEST_F(CpuBackendTest, MatMulIsXTimesWTransposed) {
-  std::vector<float> x = {1, 2, 3, 4, 5, 6};        // [2, 3]
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};                     // [2, 3]
   std::vector<float> w = {1, 0, 0, 0, 1, 1, 2, 2, 2, 1, -1, 0};  // [4, 3]
   std::vector<float> out(8);
   backend_->MatMul(Tensor::Make(x.data(), DType::kF32, 2, 3),

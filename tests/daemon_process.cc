@@ -19,9 +19,8 @@ namespace pagoda::testing {
 bool DaemonProcess::Start(const std::vector<std::string>& args) {
   log_path_ = MakeTempDir() + "/daemon.log";
   close(open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
-  std::vector<std::string> argv = {BinDir() + "/pagoda", "serve",          "--host",
-                                   "127.0.0.1",          "--port",         "0",
-                                   "--metrics_port",     "0"};
+  std::vector<std::string> argv = {
+      BinDir() + "/pagoda", "serve", "--host", "127.0.0.1", "--port", "0", "--metrics_port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ == 0) {

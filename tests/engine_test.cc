@@ -19,8 +19,8 @@ using testing::GreedyRequest;
 
 std::vector<std::string> ThirtyTwoPrompts() {
   const std::vector<std::string> subjects = {"Once upon a time", "The little dog", "Lily saw",
-                                             "Tom and Sue", "One day", "The sun was",
-                                             "A big red ball", "Mom said"};
+                                             "Tom and Sue",      "One day",        "The sun was",
+                                             "A big red ball",   "Mom said"};
   const std::vector<std::string> tails = {"", " in the park", " and", ", there was"};
   std::vector<std::string> prompts;
   for (const auto& t : tails) {
@@ -56,9 +56,7 @@ void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preem
   EXPECT_EQ(stats.num_free_blocks, stats.num_blocks);
 }
 
-TEST(EngineTest, ThirtyTwoPromptsTogetherEqualEachAlone) {
-  ExpectBatchEqualsAlone({}, false);
-}
+TEST(EngineTest, ThirtyTwoPromptsTogetherEqualEachAlone) { ExpectBatchEqualsAlone({}, false); }
 
 TEST(EngineTest, ThirtyTwoPromptsWithPreemptionEqualEachAlone) {
   // 40 blocks of 4 tokens cannot hold 32 sequences of up to ~70 tokens: preemption.
@@ -96,8 +94,8 @@ TEST(EngineTest, StopStringSpanningSeveralTokensNeverLeaks) {
   auto engine = testing::StoriesEngine();
   ASSERT_NE(engine, nullptr);
   // Greedy text: ", there was a little girl named Lily. She loved to play outside ..."
-  GenerationRequest r = GreedyRequest(engine->tokenizer().Encode("Once upon a time", true), 64,
-                                      false);
+  GenerationRequest r =
+      GreedyRequest(engine->tokenizer().Encode("Once upon a time", true), 64, false);
   r.stop = {"girl named"};
   std::vector<std::string> deltas;
   auto sink = std::make_shared<engine::CollectingSink>(
@@ -162,7 +160,10 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
       {"prompt", [](GenerationRequest& r) { r.prompt.clear(); }},
       {"prompt", [](GenerationRequest& r) { r.prompt = "bad \xff utf8"; }},
       {"prompt", [](GenerationRequest& r) { r.prompt = std::string(3000, 'a'); }},
-      {"prompt_token_ids", [](GenerationRequest& r) { r.prompt_token_ids = {1, 512}; }},
+      {"prompt_token_ids",
+       [](GenerationRequest& r) {
+         r.prompt_token_ids = {1, 512};
+       }},
       {"prompt_token_ids", [](GenerationRequest& r) { r.prompt_token_ids = {-1}; }},
       {"max_tokens", [](GenerationRequest& r) { r.max_tokens = 0; }},
       {"max_tokens", [](GenerationRequest& r) { r.max_tokens = -3; }},

@@ -60,8 +60,9 @@ std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
     sinks.push_back(std::make_shared<engine::CollectingSink>());
     auto submitted = engine.Submit(std::move(r), sinks.back());
     EXPECT_TRUE(submitted.ok()) << submitted.status();
-    if (!submitted.ok()) sinks.back()->OnOutput({.finish_reason = engine::FinishReason::kError,
-                                                 .error = submitted.status()});
+    if (!submitted.ok())
+      sinks.back()->OnOutput(
+          {.finish_reason = engine::FinishReason::kError, .error = submitted.status()});
   }
   std::vector<engine::CollectedOutput> outputs;
   for (auto& s : sinks) outputs.push_back(s->Wait());

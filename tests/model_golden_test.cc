@@ -26,8 +26,8 @@ struct GoldenCase {
 };
 
 std::vector<GoldenCase> LoadGolden() {
-  const auto j = nlohmann::json::parse(testing::ReadFileOrDie(
-      testing::ModelPath("stories260K.golden.json")));
+  const auto j =
+      nlohmann::json::parse(testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")));
   std::vector<GoldenCase> cases;
   for (const auto& c : j.at("cases")) {
     cases.push_back({c.at("prompt"), c.at("prompt_token_ids").get<std::vector<int32_t>>(),
@@ -77,14 +77,13 @@ TEST(GoldenTest, TextPromptThroughTheEngineTokenizer) {
 // arithmetic; pagoda (fp32 throughout) agrees with a float64 reference to ~1e-5 (see
 // tools/reference_llama.py and its ctest). So the comparison with llama.cpp allows 1e-2.
 TEST(GoldenTest, TopLogprobsMatchLlamaCpp) {
-  const auto j = nlohmann::json::parse(testing::ReadFileOrDie(
-      testing::ModelPath("stories260K.logprobs.json")));
+  const auto j = nlohmann::json::parse(
+      testing::ReadFileOrDie(testing::ModelPath("stories260K.logprobs.json")));
   auto engine = testing::StoriesEngine();
   ASSERT_NE(engine, nullptr);
   const auto& steps = j.at("steps");
-  engine::GenerationRequest r =
-      GreedyRequest(j.at("prompt_token_ids").get<std::vector<int32_t>>(),
-                    static_cast<int32_t>(steps.size()), false);
+  engine::GenerationRequest r = GreedyRequest(j.at("prompt_token_ids").get<std::vector<int32_t>>(),
+                                              static_cast<int32_t>(steps.size()), false);
   r.sampling.logprobs = 5;
   const CollectedOutput out = testing::RunOne(*engine, r);
   ASSERT_EQ(out.logprobs.size(), steps.size());

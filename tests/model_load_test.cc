@@ -84,8 +84,8 @@ TEST(ModelLoadTest, MakeModelIsDeterministic) {
 }
 
 TEST(ModelLoadTest, MissingTensor) {
-  const absl::Status s = LoadStatus(EditedTiny(
-      keep_meta, [](gguf::TensorInfo* t) { return t->name != "blk.1.ffn_up.weight"; }));
+  const absl::Status s = LoadStatus(
+      EditedTiny(keep_meta, [](gguf::TensorInfo* t) { return t->name != "blk.1.ffn_up.weight"; }));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("blk.1.ffn_up.weight missing"));
 }
@@ -115,13 +115,13 @@ TEST(ModelLoadTest, InconsistentMetadata) {
     uint64_t value;
     std::string message;
   };
-  for (const Case& c : std::vector<Case>{
-           {"llama.attention.head_count", 0, "head_count = 0 out of range"},
-           {"llama.attention.head_count", 3, "not divisible"},
-           {"llama.attention.head_count_kv", 3, "not a multiple"},
-           {"llama.embedding_length", 72, "token_embd.weight has the wrong shape"},
-           {"llama.block_count", 1u << 20, "block_count = 1048576 out of range"},
-           {"llama.rope.dimension_count", 64, "rope.dimension_count"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"llama.attention.head_count", 0, "head_count = 0 out of range"},
+                         {"llama.attention.head_count", 3, "not divisible"},
+                         {"llama.attention.head_count_kv", 3, "not a multiple"},
+                         {"llama.embedding_length", 72, "token_embd.weight has the wrong shape"},
+                         {"llama.block_count", 1u << 20, "block_count = 1048576 out of range"},
+                         {"llama.rope.dimension_count", 64, "rope.dimension_count"}}) {
     const absl::Status s = LoadStatus(EditedTiny(
         [&](const std::string& key, gguf::Value* v) {
           if (key == c.key) v->u = c.value;
@@ -130,9 +130,9 @@ TEST(ModelLoadTest, InconsistentMetadata) {
         keep_tensor));
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.message)) << c.key;
   }
-  const absl::Status missing = LoadStatus(EditedTiny(
-      [](const std::string& key, gguf::Value*) { return key != "llama.block_count"; },
-      keep_tensor));
+  const absl::Status missing = LoadStatus(
+      EditedTiny([](const std::string& key, gguf::Value*) { return key != "llama.block_count"; },
+                 keep_tensor));
   EXPECT_THAT(std::string(missing.message()), HasSubstr("llama.block_count"));
 }
 
@@ -147,7 +147,8 @@ TEST(ModelLoadTest, BitFlippedStoriesNeverCrashTheEngine) {
     // Most flips go to the header, where they change structure rather than weights.
     const size_t region = trial % 3 == 0 ? bytes.size() : 14176;
     const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips; ++f) bytes[rng() % region] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    for (int f = 0; f < flips; ++f)
+      bytes[rng() % region] ^= static_cast<uint8_t>(1u << (rng() % 8));
     auto file = gguf::GgufFile::FromBytes(std::move(bytes));
     if (!file.ok()) continue;
     auto engine = engine::Engine::Create({.num_blocks = 64}, *std::move(file), Cpu());

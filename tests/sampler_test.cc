@@ -1,18 +1,22 @@
 // The sampler on hand-made logits: exact tokens for greedy and filtered draws, penalties,
 // seeds and logprobs.
+#include "engine/sampler.h"
+
 #include <cmath>
 #include <vector>
 
-#include "engine/sampler.h"
 #include "gtest/gtest.h"
 
 namespace pagoda::engine {
 namespace {
 
 SampleResult Draw(const SamplingParams& p, std::vector<float> logits, uint64_t seed = 1,
-                 int32_t index = 0, std::vector<int32_t> context = {},
-                 absl::flat_hash_map<int32_t, int32_t> counts = {}) {
-  SampleInput in{.params = &p, .seed = seed, .output_index = index, .context = context,
+                  int32_t index = 0, std::vector<int32_t> context = {},
+                  absl::flat_hash_map<int32_t, int32_t> counts = {}) {
+  SampleInput in{.params = &p,
+                 .seed = seed,
+                 .output_index = index,
+                 .context = context,
                  .output_counts = &counts};
   return Sample(in, absl::MakeSpan(logits));
 }
@@ -56,7 +60,8 @@ TEST(SamplerTest, DrawsFollowTheDistribution) {
 TEST(SamplerTest, SameSeedAndIndexSameToken) {
   const std::vector<float> logits = {1.f, 1.2f, 0.9f, 1.1f, 1.05f};
   SamplingParams p{.temperature = 1.f};
-  for (int32_t i = 0; i < 20; ++i) EXPECT_EQ(Draw(p, logits, 77, i).token_id, Draw(p, logits, 77, i).token_id);
+  for (int32_t i = 0; i < 20; ++i)
+    EXPECT_EQ(Draw(p, logits, 77, i).token_id, Draw(p, logits, 77, i).token_id);
   EXPECT_EQ(UniformDraw(3, 4), UniformDraw(3, 4));
   EXPECT_NE(UniformDraw(3, 4), UniformDraw(3, 5));
   EXPECT_NE(UniformDraw(3, 4), UniformDraw(4, 4));
@@ -68,7 +73,8 @@ TEST(SamplerTest, PenaltiesChangeTheGreedyChoice) {
   EXPECT_EQ(Draw({.temperature = 0, .repetition_penalty = 1.2f}, logits, 1, 0, {0}).token_id, 1);
   // Presence and frequency: token 0 was generated twice.
   absl::flat_hash_map<int32_t, int32_t> counts = {{0, 2}};
-  EXPECT_EQ(Draw({.temperature = 0, .presence_penalty = 0.2f}, logits, 1, 0, {}, counts).token_id, 1);
+  EXPECT_EQ(Draw({.temperature = 0, .presence_penalty = 0.2f}, logits, 1, 0, {}, counts).token_id,
+            1);
   EXPECT_EQ(Draw({.temperature = 0, .frequency_penalty = 0.06f}, logits, 1, 0, {}, counts).token_id,
             1);
   EXPECT_EQ(Draw({.temperature = 0, .frequency_penalty = 0.04f}, logits, 1, 0, {}, counts).token_id,

@@ -1,11 +1,12 @@
 // Block pool, KV cache manager and scheduler with no model: exact block ids, budgets,
 // chunked prefill, preemption and aborts, and no leaked block at the end of any scenario.
+#include "engine/scheduler.h"
+
 #include <memory>
 #include <vector>
 
 #include "engine/block_pool.h"
 #include "engine/kv_cache_manager.h"
-#include "engine/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -213,7 +214,7 @@ TEST(SchedulerTest, PreemptsNewestWhenBlocksRunOutAndEverySequenceFinishes) {
     if (!out.preempted.empty()) first_victim = out.preempted.front();
   }
   ASSERT_NE(first_victim, nullptr);
-  EXPECT_EQ(first_victim, seqs[3]);  // the newest running sequence goes first
+  EXPECT_EQ(first_victim, seqs[3]);                       // the newest running sequence goes first
   EXPECT_EQ(sim.scheduler().waiting().front(), seqs[3]);  // requeued at the front
   EXPECT_EQ(seqs[3]->num_computed, 0);
   sim.RunToEnd();

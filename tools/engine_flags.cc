@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(engine::Eng
   options.num_threads = absl::GetFlag(FLAGS_threads);
   ASSIGN_OR_RETURN(auto file, model::OpenModel(absl::GetFlag(FLAGS_model)));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
-  ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(config, std::move(file), std::move(backend)));
+  ASSIGN_OR_RETURN(auto engine,
+                   engine::Engine::Create(config, std::move(file), std::move(backend)));
   engine->Start();
   return engine;
 }

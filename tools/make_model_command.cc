@@ -43,7 +43,8 @@ int RunMakeModel(int argc, char** argv) {
     std::cerr << "pagoda make-model: --dtype must be f32, f16 or bf16\n";
     return 2;
   }
-  auto writer = model::MakeModel(*preset, static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_seed))), dtype);
+  auto writer = model::MakeModel(
+      *preset, static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_seed))), dtype);
   absl::Status status = writer.ok() ? writer->WriteFile(out) : writer.status();
   if (!status.ok()) {
     std::cerr << "pagoda make-model: " << status.message() << "\n";

@@ -8,7 +8,8 @@ ABSL_FLAG(int32_t, top_k, 0, "keep the k most likely tokens; 0 = off");
 ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
 ABSL_FLAG(double, min_p, 0.0, "drop tokens below min_p times the top probability");
 ABSL_FLAG(double, repetition_penalty, 1.0, "penalty on tokens already in the context; 1 = off");
-ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed, -1 = random; make-model: weight seed, -1 = 0");
+ABSL_FLAG(int64_t, seed, -1,
+          "generate: sampling seed, -1 = random; make-model: weight seed, -1 = 0");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "comma-separated stop strings");
 ABSL_FLAG(bool, ignore_eos, false, "keep generating after the end-of-sequence token");
 ABSL_FLAG(int32_t, logprobs, -1, "report the chosen token's logprob and the top-N; -1 = off");

@@ -27,8 +27,9 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 namespace pagoda::tools {
 
 int RunServe(int argc, char** argv) {
-  absl::SetProgramUsageMessage("pagoda serve [--model PATH] [--host H] [--port P] ...\n"
-                               "Serves streaming completions over gRPC.");
+  absl::SetProgramUsageMessage(
+      "pagoda serve [--model PATH] [--host H] [--port P] ...\n"
+      "Serves streaming completions over gRPC.");
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
 

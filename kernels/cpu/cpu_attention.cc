@@ -72,8 +72,8 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
       const int32_t g = static_cast<int32_t>(item % kv_heads);
       const int32_t s = seq_of[i];
       const int32_t ctx = batch.positions[i] + 1;
-      const int32_t* table = batch.block_tables.data() +
-                             static_cast<int64_t>(s) * batch.max_blocks_per_seq;
+      const int32_t* table =
+          batch.block_tables.data() + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
       const float* q_row = q.row<float>(i) + static_cast<int64_t>(g) * group * head_dim;
       float* out_row = out.row<float>(i) + static_cast<int64_t>(g) * group * head_dim;
       scores.assign(static_cast<size_t>(group) * ctx, 0.f);

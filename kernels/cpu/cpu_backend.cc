@@ -53,8 +53,7 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
-                                           int64_t cols) override {
+  absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows, int64_t cols) override {
     auto t = AllocateTensor(DType::kF32, rows, cols);
     if (!t.ok()) return t.status();
     std::memcpy(t->view.data, host, static_cast<size_t>(rows * cols) * sizeof(float));
@@ -102,8 +101,8 @@ class CpuBackend final : public Backend {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                   static_cast<int>(m1 - m0), static_cast<int>(k), 1.f,
                   static_cast<const float*>(x.data), static_cast<int>(x.stride),
-                  w.row<const float>(m0), static_cast<int>(w.stride), 0.f,
-                  out.row<float>(0) + m0, static_cast<int>(out.stride));
+                  w.row<const float>(m0), static_cast<int>(w.stride), 0.f, out.row<float>(0) + m0,
+                  static_cast<int>(out.stride));
     };
     if (n * m * k < kMinParallelMacs || pool_.num_threads() == 1) {
       columns(0, m);
