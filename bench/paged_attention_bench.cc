@@ -100,6 +100,25 @@ void* RandomDeviceBf16(size_t elems, std::mt19937& rng) {
   return p;
 }
 
+// Milliseconds `iters` calls of `launch` take on `stream` (CUDA events), after `warmup`
+// untimed calls.
+template <typename Launch>
+float ElapsedMs(cudaStream_t stream, int warmup, int iters, Launch launch) {
+  for (int i = 0; i < warmup; ++i) launch();
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaEventRecord(start, stream));
+  for (int i = 0; i < iters; ++i) launch();
+  CHECK_CUDA(cudaEventRecord(stop, stream));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
 // Device-to-device copy bandwidth in GB/s (bytes read + written).
 double CopyBandwidth(cudaStream_t stream) {
   const size_t bytes = size_t{1} << 30;
@@ -108,22 +127,10 @@ double CopyBandwidth(cudaStream_t stream) {
   CHECK_CUDA(cudaMalloc(&a, bytes));
   CHECK_CUDA(cudaMalloc(&b, bytes));
   CHECK_CUDA(cudaMemset(a, 1, bytes));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i)
-    CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
   constexpr int kIters = 20;
-  CHECK_CUDA(cudaEventRecord(start, stream));
-  for (int i = 0; i < kIters; ++i) {
+  const float ms = ElapsedMs(stream, 3, kIters, [&] {
     CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-  }
-  CHECK_CUDA(cudaEventRecord(stop, stream));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
   cudaFree(a);
   cudaFree(b);
   return 2.0 * bytes * kIters / (ms * 1e-3) / 1e9;
@@ -189,18 +196,8 @@ Timing TimeAttention(const BatchInput& batch, cuda::PagedAttentionParams p, int 
   CHECK_CUDA(cudaMalloc(&partials, rows * (kHeadDim + 2) * sizeof(float)));
   p.partial_out = partials;
   p.partial_ml = partials + rows * kHeadDim;
-  for (int i = 0; i < 5; ++i) CHECK_CUDA(cuda::LaunchPagedAttention(p, stream));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  CHECK_CUDA(cudaEventRecord(start, stream));
-  for (int i = 0; i < iters; ++i) CHECK_CUDA(cuda::LaunchPagedAttention(p, stream));
-  CHECK_CUDA(cudaEventRecord(stop, stream));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  const float ms =
+      ElapsedMs(stream, 5, iters, [&] { CHECK_CUDA(cuda::LaunchPagedAttention(p, stream)); });
   cudaFree(const_cast<cuda::AttentionItem*>(p.items));
   cudaFree(const_cast<cuda::SplitToken*>(p.splits));
   cudaFree(partials);

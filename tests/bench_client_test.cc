@@ -31,30 +31,6 @@ namespace {
 using ::pagoda::testing::BinDir;
 using ::pagoda::testing::MakeTempDir;
 
-// Starts `args` with stdout and stderr sent to files; returns the child's pid (-1 when
-// fork fails). The child only makes async-signal-safe calls: the parent has threads.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& out_path,
-            const std::string& err_path) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  dup2(out, STDOUT_FILENO);
-  dup2(err, STDERR_FILENO);
-  execv(argv[0], argv.data());
-  _exit(127);
-}
-
-// The exit code of `pid` (128 + signal when killed).
-int WaitExit(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // A port nobody listens on right now: bound to port 0, then released.
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -83,7 +59,8 @@ BenchRun RunBench(const std::string& server, std::vector<std::string> flags) {
                                    dir + "/result.json"};
   args.insert(args.end(), flags.begin(), flags.end());
   BenchRun run;
-  run.exit_code = WaitExit(Spawn(args, dir + "/stdout", dir + "/stderr"));
+  run.exit_code = pagoda::testing::WaitForExit(
+      pagoda::testing::SpawnProcess(args, dir + "/stdout", dir + "/stderr"));
   run.stdout_text = pagoda::testing::ReadFileOrDie(dir + "/stdout");
   run.stderr_text = pagoda::testing::ReadFileOrDie(dir + "/stderr");
   if (std::filesystem::exists(dir + "/result.json")) {
@@ -281,9 +258,9 @@ class BenchDaemonTest : public ::testing::Test {
   void SetUp() override {
     const std::string dir = MakeTempDir();
     const std::string model = dir + "/tiny.gguf";
-    const int made =
-        WaitExit(Spawn({BinDir() + "/pagoda", "make-model", "--preset", "tiny", "--out", model},
-                       dir + "/make.out", dir + "/make.err"));
+    const int made = pagoda::testing::WaitForExit(pagoda::testing::SpawnProcess(
+        {BinDir() + "/pagoda", "make-model", "--preset", "tiny", "--out", model}, dir + "/make.out",
+        dir + "/make.err"));
     ASSERT_EQ(made, 0) << pagoda::testing::ReadFileOrDie(dir + "/make.err");
     ASSERT_TRUE(daemon_.Start({"--model", model}));
   }

@@ -18,21 +18,10 @@ namespace pagoda::testing {
 
 bool DaemonProcess::Start(const std::vector<std::string>& args) {
   log_path_ = MakeTempDir() + "/daemon.log";
-  close(open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
   std::vector<std::string> argv = {
       BinDir() + "/pagoda", "serve", "--host", "127.0.0.1", "--port", "0", "--metrics_port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    std::vector<char*> cargs;
-    for (auto& a : argv) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    execv(cargs[0], cargs.data());
-    _exit(127);
-  }
+  pid_ = SpawnProcess(argv, log_path_, log_path_);
   const std::regex ready(R"(serving on [0-9.]+:(\d+) \(metrics on port (\d+)\))");
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
@@ -80,6 +69,31 @@ int DaemonProcess::Wait(int timeout_seconds) {
 }
 
 std::string DaemonProcess::Log() const { return ReadFileOrDie(log_path_); }
+
+pid_t SpawnProcess(const std::vector<std::string>& argv, const std::string& out_path,
+                   const std::string& err_path) {
+  // Everything the child needs is prepared before fork: the parent has threads, so the
+  // child may only make async-signal-safe calls.
+  std::vector<char*> cargs;
+  for (const std::string& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  const bool one_file = out_path == err_path;
+  close(open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const int out = open(out_path.c_str(), O_WRONLY | O_APPEND);
+  const int err = one_file ? out : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  dup2(out, STDOUT_FILENO);
+  dup2(err, STDERR_FILENO);
+  execv(cargs[0], cargs.data());
+  _exit(127);
+}
+
+int WaitForExit(pid_t pid) {
+  int status = 0;
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 std::string HttpGet(int port, const std::string& path) {
   httplib::Client client("127.0.0.1", port);

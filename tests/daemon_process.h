@@ -33,6 +33,13 @@ class DaemonProcess {
   int metrics_port_ = 0;
 };
 
+// Starts `argv` (argv[0] is the program path) with stdout and stderr sent to files (one
+// file when the paths are equal); returns the child's pid, -1 when fork fails.
+pid_t SpawnProcess(const std::vector<std::string>& argv, const std::string& out_path,
+                   const std::string& err_path);
+// Waits for `pid`; its exit code (128 + signal when killed), -1 when it is not our child.
+int WaitForExit(pid_t pid);
+
 // GET http://127.0.0.1:<port><path>; empty on failure.
 std::string HttpGet(int port, const std::string& path);
 // The value of the unlabeled Prometheus sample `name` in `exposition`, or -1.
