@@ -7,6 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
+// Bounds of the embedded model image (builtin_model.S).
+extern "C" const char pagoda_builtin_model_begin[];
+extern "C" const char pagoda_builtin_model_end[];
+
 namespace pagoda::model {
 namespace {
 
@@ -203,9 +207,9 @@ absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
 }
 
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> BuiltinModel() {
-  ASSIGN_OR_RETURN(ModelPreset preset, FindPreset(kDefaultPreset));
-  ASSIGN_OR_RETURN(gguf::GgufWriter w, MakeModel(preset, 0, gguf::TensorType::kF32));
-  return gguf::GgufFile::FromBytes(w.Serialize());
+  const auto* begin = reinterpret_cast<const uint8_t*>(pagoda_builtin_model_begin);
+  const auto* end = reinterpret_cast<const uint8_t*>(pagoda_builtin_model_end);
+  return gguf::GgufFile::FromBytes(std::vector<uint8_t>(begin, end));
 }
 
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenModel(const std::string& path) {

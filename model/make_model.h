@@ -30,13 +30,14 @@ struct ModelPreset {
 const std::vector<ModelPreset>& ModelPresets();
 // The preset called `name`; NotFound lists the known names.
 absl::StatusOr<ModelPreset> FindPreset(const std::string& name);
-// The preset pagoda runs when no --model is given.
-inline constexpr char kDefaultPreset[] = "tiny";
 
 // A GGUF image of `preset` with weights drawn from `seed`, stored as `dtype` (F32, F16 or BF16).
 absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& preset, uint64_t seed,
                                            gguf::TensorType dtype);
-// The default preset (seed 0, F32) parsed in memory: the embedded default model.
+// Name of the model pagoda serves when no --model is given.
+inline constexpr char kBuiltinModelName[] = "stories260K";
+// The embedded default model (stories260K.gguf, a real trained Llama linked into the
+// binary), parsed in memory.
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> BuiltinModel();
 // The file at `path`, or the embedded default model when `path` is empty.
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenModel(const std::string& path);

@@ -5,8 +5,9 @@
 
 namespace pagoda::testing {
 
-// The folder holding stories260K.gguf and its golden files: $PAGODA_MODELS_DIR when set,
-// else ../shared/models beside the source tree. Tests fail (never skip) when it is missing.
+// The folder holding the test data (stories260K.gguf, its golden files, vocab/): the copy
+// of tests/data that configuring unpacks into build/testdata, or $PAGODA_MODELS_DIR when
+// set. Tests fail (never skip) when it is missing.
 std::string ModelsDir();
 // ModelsDir() + "/" + name.
 std::string ModelPath(const std::string& name);

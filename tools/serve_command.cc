@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tools/commands.h"
+#include "model/make_model.h"
 #include "tools/engine_flags.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
@@ -52,7 +53,7 @@ int RunServe(int argc, char** argv) {
   server::ServerOptions options{.host = absl::GetFlag(FLAGS_host),
                                 .port = absl::GetFlag(FLAGS_port),
                                 .metrics_port = absl::GetFlag(FLAGS_metrics_port),
-                                .model_name = model.empty() ? "builtin-tiny" : model,
+                                .model_name = model.empty() ? model::kBuiltinModelName : model,
                                 .drain_timeout = absl::GetFlag(FLAGS_drain_timeout),
                                 .stall_timeout = absl::GetFlag(FLAGS_stall_timeout)};
   auto server = server::Server::Start(options, engine->get());
