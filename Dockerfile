@@ -17,4 +17,4 @@ RUN apt-get update -qq \
 COPY --from=build /src/build/bin/pagoda /src/build/bin/pagoda-bench /usr/local/bin/
 EXPOSE 50051 9090
 ENTRYPOINT ["/usr/local/bin/pagoda", "serve", "--host", "0.0.0.0", "--port", "50051", \
-            "--metrics_port", "9090"]
+            "--metrics-port", "9090"]

@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-SERVE_FLAGS ?= --host 127.0.0.1 --port 50051 --metrics_port 9090
+SERVE_FLAGS ?= --host 127.0.0.1 --port 50051 --metrics-port 9090
 
 .PHONY: all deps configure build test serve asan tsan format clean
 

@@ -1,5 +1,6 @@
 // The `pagoda` binary as a user runs it: generate (single prompt, prompts file, cache
-// off, block sizes), make-model, the built-in default model, and bad input.
+// off, block sizes), make-model, the built-in default model, each command's own flags and
+// --help, and bad input.
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -41,7 +42,7 @@ nlohmann::json Golden() {
 
 TEST(CliTest, GenerateJsonMatchesGolden) {
   const auto golden = Golden().at("cases");
-  for (const std::string flags : {"", "--kv-cache off", "--block-size 1", "--block_size=32"}) {
+  for (const std::string flags : {"", "--kv-cache off", "--block-size 1", "--block-size=32"}) {
     for (const auto& c : golden) {
       const Result r = Pagoda(absl::StrCat("generate --model ", Stories(), " --prompt '",
                                            c.at("prompt").get<std::string>(),
@@ -121,6 +122,100 @@ TEST(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("top_p"), std::string::npos) << r.out;
   EXPECT_EQ(Pagoda("frobnicate").exit_code, 2);
+}
+
+bool Has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+TEST(CliTest, EachCommandsHelpListsItsOwnFlagsOnly) {
+  const Result serve = Pagoda("serve --help");
+  ASSERT_EQ(serve.exit_code, 0);
+  for (const char* flag : {"--port", "--metrics-port", "--host", "--drain-timeout", "--model",
+                           "--device", "--threads", "--num-blocks", "--kv-cache"}) {
+    EXPECT_TRUE(Has(serve.out, flag)) << flag << "\n" << serve.out;
+  }
+  for (const char* flag : {"--temperature", "--prompt", "--max-tokens", "--preset", "--dtype"}) {
+    EXPECT_FALSE(Has(serve.out, flag)) << flag << "\n" << serve.out;
+  }
+
+  const Result generate = Pagoda("generate --help");
+  ASSERT_EQ(generate.exit_code, 0);
+  for (const char* flag : {"--prompt", "--prompts-file", "--json", "--server", "--temperature",
+                           "--max-tokens", "--stop", "--model", "--device", "--threads"}) {
+    EXPECT_TRUE(Has(generate.out, flag)) << flag << "\n" << generate.out;
+  }
+  for (const char* flag : {"--port", "--metrics-port", "--preset", "--dtype"}) {
+    EXPECT_FALSE(Has(generate.out, flag)) << flag << "\n" << generate.out;
+  }
+
+  const Result make = Pagoda("make-model --help");
+  ASSERT_EQ(make.exit_code, 0);
+  for (const char* flag : {"--preset", "--out", "--seed", "--dtype", "F32", "BF16"}) {
+    EXPECT_TRUE(Has(make.out, flag)) << flag << "\n" << make.out;
+  }
+  for (const char* flag : {"--port", "--model", "--device", "--temperature", "--max-tokens"}) {
+    EXPECT_FALSE(Has(make.out, flag)) << flag << "\n" << make.out;
+  }
+
+  const Result top = Pagoda("--help");
+  ASSERT_EQ(top.exit_code, 0);
+  for (const char* command : {"serve", "generate", "make-model"}) {
+    EXPECT_TRUE(Has(top.out, command)) << command << "\n" << top.out;
+  }
+  EXPECT_FALSE(Has(top.out, "--port")) << top.out;
+  EXPECT_EQ(Pagoda("").exit_code, 2);
+}
+
+TEST(CliTest, AFlagOfAnotherCommandIsAnError) {
+  const std::string dir = testing::MakeTempDir();
+  Result r = Pagoda(absl::StrCat("make-model --out ", dir, "/m.gguf --port 1"), true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Has(r.out, "--port")) << r.out;
+  r = Pagoda("serve --prompt x --port 0", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Has(r.out, "--prompt")) << r.out;
+  r = Pagoda("generate --prompt x --metrics-port 0", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Has(r.out, "--metrics-port")) << r.out;
+  // No flag is global: one given before the command is an error too.
+  r = Pagoda("--model x generate --prompt x", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Has(r.out, "--model")) << r.out;
+}
+
+TEST(CliTest, BadFlagValuesNameTheFlag) {
+  struct Case {
+    std::string args, flag;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"generate --prompt x --max-tokens lots", "--max-tokens"},
+           {"generate --prompt x --device tpu", "--device"},
+           {"generate --prompt x --kv-cache maybe", "--kv-cache"},
+           {"serve --drain-timeout soon", "--drain-timeout"},
+           {"make-model --out /dev/null --dtype Q9_9", "--dtype"},
+           {"make-model --out /dev/null --preset nope", "--preset"},
+           {"make-model --preset tiny", "--out"},
+       }) {
+    const Result r = Pagoda(c.args, true);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_TRUE(Has(r.out, c.flag)) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(CliTest, MakeModelDtypeChoosesTheWeightType) {
+  const std::string dir = testing::MakeTempDir();
+  ASSERT_EQ(Pagoda(absl::StrCat("make-model --out ", dir, "/f32.gguf")).exit_code, 0);
+  ASSERT_EQ(Pagoda(absl::StrCat("make-model --out ", dir, "/f32b.gguf --dtype f32")).exit_code, 0);
+  ASSERT_EQ(Pagoda(absl::StrCat("make-model --out ", dir, "/bf16.gguf --dtype BF16")).exit_code, 0);
+  const std::string f32 = testing::ReadFileOrDie(dir + "/f32.gguf");
+  EXPECT_EQ(f32, testing::ReadFileOrDie(dir + "/f32b.gguf"));  // F32 is the default
+  // bf16 weights take half the bytes of f32 ones: the file is well over a third smaller.
+  EXPECT_LT(testing::ReadFileOrDie(dir + "/bf16.gguf").size() * 3, f32.size() * 2);
+  const Result r = Pagoda(absl::StrCat("generate --model ", dir, "/bf16.gguf --prompt hi ",
+                                       "--max-tokens 4 --temperature 0 --ignore-eos --json"));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("output_token_ids").size(), 4u);
 }
 
 }  // namespace

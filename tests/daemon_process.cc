@@ -19,7 +19,7 @@ namespace pagoda::testing {
 bool DaemonProcess::Start(const std::vector<std::string>& args) {
   log_path_ = MakeTempDir() + "/daemon.log";
   std::vector<std::string> argv = {
-      BinDir() + "/pagoda", "serve", "--host", "127.0.0.1", "--port", "0", "--metrics_port", "0"};
+      BinDir() + "/pagoda", "serve", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = SpawnProcess(argv, log_path_, log_path_);
   const std::regex ready(R"(serving on [0-9.]+:(\d+) \(metrics on port (\d+)\))");

@@ -3,12 +3,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "absl/flags/flag.h"
 #include "client/generation_client.h"
 #include "nlohmann/json.hpp"
-#include "tools/sampling_flags.h"
-
-ABSL_FLAG(std::string, api_key, "", "API key sent as 'authorization: Bearer <key>'");
 
 namespace pagoda::tools {
 namespace {
@@ -32,15 +28,15 @@ v1::GenerateRequest ToProto(const engine::GenerationRequest& r, const std::strin
 
 }  // namespace
 
-int RunClientGenerate(const std::string& address, const std::vector<std::string>& prompts,
-                      bool json) {
+int RunClientGenerate(const std::string& address, const std::string& api_key,
+                      const engine::GenerationRequest& base,
+                      const std::vector<std::string>& prompts, bool json) {
   auto channel = client::MakeChannel({.address = address});
   if (!channel.ok()) {
     std::cerr << "pagoda generate: " << channel.status().message() << "\n";
     return 1;
   }
-  client::GenerationClient client(*channel, absl::GetFlag(FLAGS_api_key));
-  const engine::GenerationRequest base = RequestFromFlags();
+  client::GenerationClient client(*channel, api_key);
   int rc = 0;
   for (const std::string& prompt : prompts) {
     std::vector<int32_t> tokens;

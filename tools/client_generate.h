@@ -4,11 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
+
 namespace pagoda::tools {
 
-// Sends each prompt to the daemon at `address` in turn, printing text as it arrives (or one
-// JSON object per prompt with `json`). Returns the exit code.
-int RunClientGenerate(const std::string& address, const std::vector<std::string>& prompts,
-                      bool json);
+// Sends each prompt, with the sampling settings of `base`, to the daemon at `address` in
+// turn (authorized by `api_key` when not empty), printing text as it arrives (or one JSON
+// object per prompt with `json`). Returns the exit code: 1 when any request failed.
+int RunClientGenerate(const std::string& address, const std::string& api_key,
+                      const engine::GenerationRequest& base,
+                      const std::vector<std::string>& prompts, bool json);
 
 }  // namespace pagoda::tools

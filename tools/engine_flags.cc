@@ -1,54 +1,59 @@
 #include "tools/engine_flags.h"
 
-#include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/backend.h"
 #include "model/make_model.h"
 
-ABSL_FLAG(std::string, model, "",
-          "GGUF model file; empty runs the built-in default model (random weights, preset "
-          "'tiny')");
-ABSL_FLAG(std::string, device, "auto", "auto (CUDA when a GPU is present), cpu or cuda");
-ABSL_FLAG(int32_t, threads, 0, "CPU backend threads; 0 = one per hardware thread");
-ABSL_FLAG(int32_t, block_size, 16, "tokens per KV-cache block");
-ABSL_FLAG(int32_t, num_blocks, 0, "KV-cache blocks; wins over --kv_cache_memory when > 0");
-ABSL_FLAG(int64_t, kv_cache_memory, 0,
-          "bytes of KV cache when --num_blocks is 0; 0 = 1 GiB, capped at what --max_seqs "
-          "full contexts need");
-ABSL_FLAG(int32_t, max_batched_tokens, 2048, "token budget of one engine step");
-ABSL_FLAG(int32_t, max_seqs, 256, "sequences running at once at most");
-ABSL_FLAG(std::string, kv_cache, "on",
-          "on, or off to recompute every sequence from scratch at every step (the baseline the "
-          "KV cache removes)");
-
 namespace pagoda::tools {
 
-absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(engine::EngineConfig c) {
-  c.block_size = absl::GetFlag(FLAGS_block_size);
-  c.num_blocks = absl::GetFlag(FLAGS_num_blocks);
-  c.kv_cache_memory = absl::GetFlag(FLAGS_kv_cache_memory);
-  c.max_batched_tokens = absl::GetFlag(FLAGS_max_batched_tokens);
-  c.max_seqs = absl::GetFlag(FLAGS_max_seqs);
-  const std::string kv = absl::GetFlag(FLAGS_kv_cache);
-  if (kv != "on" && kv != "off") return absl::InvalidArgumentError("--kv_cache must be on or off");
-  c.kv_cache = kv == "on";
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
+  cmd->add_option("--model", f->model,
+                  "GGUF model file; empty serves the built-in default model (stories260K)");
+  cmd->add_option("--device", f->device, "auto (CUDA when a GPU is present), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--threads", f->threads, "CPU backend threads; 0 = one per hardware thread")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block");
+  cmd->add_option("--num-blocks", f->num_blocks,
+                  "KV-cache blocks; wins over --kv-cache-memory when > 0");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "bytes of KV cache when --num-blocks is 0; 0 = 1 GiB, capped at what "
+                  "--max-seqs full contexts need");
+  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "token budget of one engine step");
+  cmd->add_option("--max-seqs", f->max_seqs, "sequences running at once at most");
+  cmd->add_option("--kv-cache", f->kv_cache,
+                  "on, or off to recompute every sequence from scratch at every step (the "
+                  "baseline the KV cache removes)")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
+absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
+                                                           engine::EngineConfig c) {
+  c.block_size = f.block_size;
+  c.num_blocks = f.num_blocks;
+  c.kv_cache_memory = f.kv_cache_memory;
+  c.max_batched_tokens = f.max_batched_tokens;
+  c.max_seqs = f.max_seqs;
+  if (f.kv_cache != "on" && f.kv_cache != "off") {
+    return absl::InvalidArgumentError("--kv-cache must be on or off");
+  }
+  c.kv_cache = f.kv_cache == "on";
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(engine::EngineConfig base) {
-  ASSIGN_OR_RETURN(engine::EngineConfig config, EngineConfigFromFlags(base));
+absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const EngineFlags& f,
+                                                                     engine::EngineConfig base) {
+  ASSIGN_OR_RETURN(engine::EngineConfig config, EngineConfigFromFlags(f, base));
   kernels::BackendOptions options;
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device == "cpu") {
+  if (f.device == "cpu") {
     options.device = kernels::DeviceKind::kCpu;
-  } else if (device == "cuda") {
+  } else if (f.device == "cuda") {
     options.device = kernels::DeviceKind::kCuda;
-  } else if (device != "auto") {
+  } else if (f.device != "auto") {
     return absl::InvalidArgumentError("--device must be auto, cpu or cuda");
   }
-  options.num_threads = absl::GetFlag(FLAGS_threads);
-  ASSIGN_OR_RETURN(auto file, model::OpenModel(absl::GetFlag(FLAGS_model)));
+  options.num_threads = f.threads;
+  ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto engine,
                    engine::Engine::Create(config, std::move(file), std::move(backend)));

@@ -1,31 +1,39 @@
-// Flags shared by every command that runs the engine (generate, serve, benchmarks), and
-// the factory that builds an engine from them.
+// Flags of the commands that run the engine (generate, serve): the model, the device and
+// the engine's sizing; and the factory that builds an engine from them.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
-#include "absl/flags/declare.h"
+#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 
-ABSL_DECLARE_FLAG(std::string, model);
-ABSL_DECLARE_FLAG(std::string, device);
-ABSL_DECLARE_FLAG(int32_t, threads);
-ABSL_DECLARE_FLAG(int32_t, block_size);
-ABSL_DECLARE_FLAG(int32_t, num_blocks);
-ABSL_DECLARE_FLAG(int64_t, kv_cache_memory);
-ABSL_DECLARE_FLAG(int32_t, max_batched_tokens);
-ABSL_DECLARE_FLAG(int32_t, max_seqs);
-ABSL_DECLARE_FLAG(std::string, kv_cache);
-
 namespace pagoda::tools {
 
-// `base` with the fields the flags describe; InvalidArgument for a bad --kv-cache value.
-absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(engine::EngineConfig base = {});
+struct EngineFlags {
+  std::string model;  // empty = the built-in default model
+  std::string device = "auto";
+  int32_t threads = 0;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  int64_t kv_cache_memory = 0;
+  int32_t max_batched_tokens = 2048;
+  int32_t max_seqs = 256;
+  std::string kv_cache = "on";
+};
+
+// Adds --model, --device, --threads and the engine sizing flags to `cmd`, parsed into `flags`
+// (which must outlive the parse).
+void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
+// `base` with the fields `flags` describe; InvalidArgument for a bad --kv-cache value.
+absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& flags,
+                                                           engine::EngineConfig base = {});
 // Opens --model (or the built-in default model), creates the --device backend and the
-// engine (config from the flags over `base`), and starts the engine thread.
+// engine (config from `flags` over `base`), and starts the engine thread. The first error of
+// those steps otherwise.
 absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(
-    engine::EngineConfig base = {});
+    const EngineFlags& flags, engine::EngineConfig base = {});
 
 }  // namespace pagoda::tools

@@ -7,9 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "engine/collecting_sink.h"
 #include "engine/engine.h"
 #include "model/tokenizer.h"
@@ -19,17 +16,18 @@
 #include "tools/engine_flags.h"
 #include "tools/sampling_flags.h"
 
-ABSL_FLAG(std::string, prompt, "", "prompt text (BOS is added as the model's metadata says)");
-ABSL_FLAG(std::string, prompts_file, "",
-          "file with one prompt per line: all are submitted at once, one JSON line printed per "
-          "prompt in input order");
-ABSL_FLAG(bool, json, false,
-          "print one JSON object {prompt_token_ids, output_token_ids, text, ...} instead of "
-          "streaming text");
-ABSL_FLAG(std::string, server, "", "stream from a running daemon at this address (host:port)");
-
 namespace pagoda::tools {
 namespace {
+
+struct GenerateFlags {
+  std::string prompt;
+  std::string prompts_file;
+  bool json = false;
+  std::string server;
+  std::string api_key;
+  EngineFlags engine;
+  SamplingFlags sampling;
+};
 
 nlohmann::json ToJson(const std::vector<int32_t>& prompt, const engine::CollectedOutput& out) {
   nlohmann::json j;
@@ -56,8 +54,8 @@ std::string Dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-int RunOffline(const std::vector<std::string>& prompts, bool json) {
-  auto engine_or = StartEngineFromFlags();
+int RunOffline(const GenerateFlags& flags, const std::vector<std::string>& prompts, bool json) {
+  auto engine_or = StartEngineFromFlags(flags.engine);
   if (!engine_or.ok()) {
     std::cerr << "pagoda generate: " << engine_or.status().message() << "\n";
     return 1;
@@ -72,7 +70,7 @@ int RunOffline(const std::vector<std::string>& prompts, bool json) {
   };
   std::vector<Job> jobs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    engine::GenerationRequest r = RequestFromFlags();
+    engine::GenerationRequest r = RequestFromFlags(flags.sampling);
     jobs[i].prompt = tok.Encode(prompts[i], tok.add_bos());
     r.prompt_token_ids = jobs[i].prompt;
     jobs[i].sink = std::make_shared<engine::CollectingSink>(
@@ -103,28 +101,47 @@ int RunOffline(const std::vector<std::string>& prompts, bool json) {
   return rc;
 }
 
-}  // namespace
-
-int RunGenerate(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pagoda generate --prompt TEXT [--max_tokens N] [--temperature T] [--json] ...\n"
-      "Generates a completion offline (in-process), or from a daemon with --server.");
-  absl::ParseCommandLine(argc, argv);
+int RunGenerate(const GenerateFlags& flags) {
   std::vector<std::string> prompts;
-  const std::string file = absl::GetFlag(FLAGS_prompts_file);
-  if (!file.empty()) {
-    std::ifstream in(file);
+  if (!flags.prompts_file.empty()) {
+    std::ifstream in(flags.prompts_file);
     if (!in) {
-      std::cerr << "pagoda generate: cannot read " << file << "\n";
+      std::cerr << "pagoda generate: cannot read " << flags.prompts_file << "\n";
       return 1;
     }
     for (std::string line; std::getline(in, line);) prompts.push_back(line);
   } else {
-    prompts.push_back(absl::GetFlag(FLAGS_prompt));
+    prompts.push_back(flags.prompt);
   }
-  const std::string server = absl::GetFlag(FLAGS_server);
-  if (!server.empty()) return RunClientGenerate(server, prompts, absl::GetFlag(FLAGS_json));
-  return RunOffline(prompts, absl::GetFlag(FLAGS_json) || !file.empty());
+  if (!flags.server.empty()) {
+    return RunClientGenerate(flags.server, flags.api_key, RequestFromFlags(flags.sampling), prompts,
+                             flags.json);
+  }
+  return RunOffline(flags, prompts, flags.json || !flags.prompts_file.empty());
+}
+
+}  // namespace
+
+Command AddGenerateCommand(CLI::App& app) {
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Generates completions offline (in-process), or from a daemon with --server.");
+  cmd->add_option("--prompt", flags->prompt,
+                  "prompt text (BOS is added as the model's metadata says)");
+  cmd->add_option("--prompts-file", flags->prompts_file,
+                  "file with one prompt per line: all are submitted at once, one JSON line "
+                  "printed per prompt in input order");
+  cmd->add_flag("--json", flags->json,
+                "print one JSON object {prompt_token_ids, output_token_ids, text, ...} instead "
+                "of streaming text");
+  cmd->add_option("--server", flags->server,
+                  "stream from a running daemon at this address (host:port); the engine flags "
+                  "are then unused");
+  cmd->add_option("--api-key", flags->api_key,
+                  "with --server: API key sent as 'authorization: Bearer <key>'");
+  AddSamplingFlags(cmd, &flags->sampling);
+  AddEngineFlags(cmd, &flags->engine);
+  return {cmd, [flags] { return RunGenerate(*flags); }};
 }
 
 }  // namespace pagoda::tools

@@ -1,58 +1,63 @@
 // `pagoda make-model`: writes a Llama GGUF with deterministic random weights.
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "model/make_model.h"
 #include "tools/commands.h"
-#include "tools/sampling_flags.h"
-
-ABSL_FLAG(std::string, preset, "tiny", "model preset: tiny, small, 25m, 100m or 1b");
-ABSL_FLAG(std::string, out, "", "output GGUF file");
-ABSL_FLAG(std::string, dtype, "f32", "weight type: f32, f16 or bf16");
+#include "tools/weight_type.h"
 
 namespace pagoda::tools {
+namespace {
 
-int RunMakeModel(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pagoda make-model --preset NAME --out FILE [--seed S] [--dtype f32|f16|bf16]\n"
-      "Writes a Llama GGUF with deterministic random weights and a byte-fallback tokenizer.");
-  absl::ParseCommandLine(argc, argv);
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    std::cerr << "pagoda make-model: --out is required\n";
-    return 2;
-  }
-  auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
+struct MakeModelFlags {
+  std::string preset = "tiny";
+  std::string out;
+  int64_t seed = 0;
+  std::string dtype = "F32";
+};
+
+int RunMakeModel(const MakeModelFlags& flags) {
+  auto preset = model::FindPreset(flags.preset);
   if (!preset.ok()) {
     std::cerr << "pagoda make-model: " << preset.status().message() << "\n";
     return 2;
   }
-  const std::string dtype_name = absl::GetFlag(FLAGS_dtype);
-  gguf::TensorType dtype;
-  if (dtype_name == "f32") {
-    dtype = gguf::TensorType::kF32;
-  } else if (dtype_name == "f16") {
-    dtype = gguf::TensorType::kF16;
-  } else if (dtype_name == "bf16") {
-    dtype = gguf::TensorType::kBF16;
-  } else {
-    std::cerr << "pagoda make-model: --dtype must be f32, f16 or bf16\n";
+  auto dtype = ParseWeightType(flags.dtype);
+  if (!dtype.ok()) {
+    std::cerr << "pagoda make-model: --dtype: " << dtype.status().message() << "\n";
     return 2;
   }
-  auto writer = model::MakeModel(
-      *preset, static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_seed))), dtype);
-  absl::Status status = writer.ok() ? writer->WriteFile(out) : writer.status();
+  auto writer =
+      model::MakeModel(*preset, static_cast<uint64_t>(std::max<int64_t>(0, flags.seed)), *dtype);
+  absl::Status status = writer.ok() ? writer->WriteFile(flags.out) : writer.status();
   if (!status.ok()) {
     std::cerr << "pagoda make-model: " << status.message() << "\n";
     return 1;
   }
-  std::cout << "wrote " << out << " (preset " << preset->name << ", " << preset->description
+  std::cout << "wrote " << flags.out << " (preset " << preset->name << ", " << preset->description
             << ")\n";
   return 0;
+}
+
+}  // namespace
+
+Command AddMakeModelCommand(CLI::App& app) {
+  auto flags = std::make_shared<MakeModelFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-model",
+      "Writes a Llama GGUF with deterministic random weights and a byte-fallback tokenizer.");
+  std::vector<std::string> presets, dtypes;
+  for (const model::ModelPreset& p : model::ModelPresets()) presets.push_back(p.name);
+  for (const auto& [name, type] : WeightTypeNames()) dtypes.push_back(name);
+  cmd->add_option("--preset", flags->preset, "model preset")->check(CLI::IsMember(presets));
+  cmd->add_option("--out", flags->out, "output GGUF file")->required();
+  cmd->add_option("--seed", flags->seed, "weight seed (negative = 0)");
+  cmd->add_option("--dtype", flags->dtype, "weight type (case-insensitive)")
+      ->transform(CLI::IsMember(dtypes, CLI::ignore_case));
+  return {cmd, [flags] { return RunMakeModel(*flags); }};
 }
 
 }  // namespace pagoda::tools

@@ -1,42 +1,68 @@
-// pagoda: a paged-attention LLM serving daemon. `pagoda <command> [flags]`.
-#include <cstring>
+// pagoda: a paged-attention LLM serving daemon. `pagoda <command> [flags]`; every flag
+// belongs to one command, and `pagoda <command> --help` lists that command's flags.
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "common/flag_spelling.h"
+#include "CLI/CLI.hpp"
 #include "tools/commands.h"
 
 namespace {
 
-void PrintUsage() {
-  std::cerr << "usage: pagoda <command> [flags]\n\n"
-               "commands:\n"
-               "  serve        run the gRPC daemon\n"
-               "  generate     generate completions offline, or from a daemon (--server)\n"
-               "  make-model   write a random-weight Llama GGUF from a preset\n\n"
-               "`pagoda <command> --help` lists a command's flags. Flags may be spelled with\n"
-               "dashes or underscores (--max-tokens or --max_tokens).\n";
+// Reports arguments no command claimed (a flag of another command, a stray value) and
+// returns 2, or returns 0 when there were none.
+int ReportUnclaimed(const std::string& where, const std::vector<std::string>& args) {
+  if (args.empty()) return 0;
+  std::cerr << where << ": ";
+  if (args[0].size() > 1 && args[0][0] == '-') {
+    std::cerr << "unknown flag " << args[0].substr(0, args[0].find('='));
+  } else {
+    std::cerr << "unexpected argument '" << args[0] << "'";
+  }
+  if (where == "pagoda") {
+    std::cerr << "; flags go after the command (`pagoda <command> --help` lists them)\n";
+  } else {
+    std::cerr << "; `" << where << " --help` lists its flags\n";
+  }
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
-    PrintUsage();
-    return argc < 2 ? 2 : 0;
+  CLI::App app("pagoda: a paged-attention LLM serving daemon.", "pagoda");
+  // Defaults shown in --help; a repeated flag takes its last value. Subcommands inherit these.
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(0, 1);
+  // Unclaimed arguments are reported below, naming the command they were given to.
+  app.allow_extras();
+  std::vector<pagoda::tools::Command> commands = {pagoda::tools::AddServeCommand(app),
+                                                  pagoda::tools::AddGenerateCommand(app),
+                                                  pagoda::tools::AddMakeModelCommand(app)};
+  for (pagoda::tools::Command& c : commands) c.app->allow_extras();
+  app.footer("`pagoda <command> --help` lists a command's flags.");
+  if (argc == 2 && std::string(argv[1]) == "help") {
+    std::cout << app.help();
+    return 0;
   }
-  const std::string command = argv[1];
-  std::vector<std::string> args = {"pagoda " + command};
-  for (int i = 2; i < argc; ++i) args.push_back(pagoda::NormalizeFlagSpelling(argv[i]));
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  const int n = static_cast<int>(args.size());
-  if (command == "generate") return pagoda::tools::RunGenerate(n, cargs.data());
-  if (command == "make-model") return pagoda::tools::RunMakeModel(n, cargs.data());
-  if (command == "serve") return pagoda::tools::RunServe(n, cargs.data());
-  std::cerr << "pagoda: unknown command '" << command << "'\n\n";
-  PrintUsage();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!app.remaining().empty() && app.remaining()[0][0] != '-') {
+    std::cerr << "pagoda: unknown command '" << app.remaining()[0] << "'\n\n" << app.help();
+    return 2;
+  }
+  if (int rc = ReportUnclaimed("pagoda", app.remaining()); rc != 0) return rc;
+  for (pagoda::tools::Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    if (int rc = ReportUnclaimed("pagoda " + c.app->get_name(), c.app->remaining()); rc != 0) {
+      return rc;
+    }
+    return c.run();
+  }
+  std::cerr << app.help();
   return 2;
 }

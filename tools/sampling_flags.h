@@ -1,26 +1,33 @@
-// Sampling and request flags shared by `pagoda generate` (offline and --server).
+// Sampling and request flags of `pagoda generate` (offline and --server).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "absl/flags/declare.h"
+#include "CLI/CLI.hpp"
 #include "engine/request.h"
-
-ABSL_DECLARE_FLAG(int32_t, max_tokens);
-ABSL_DECLARE_FLAG(double, temperature);
-ABSL_DECLARE_FLAG(int32_t, top_k);
-ABSL_DECLARE_FLAG(double, top_p);
-ABSL_DECLARE_FLAG(double, min_p);
-ABSL_DECLARE_FLAG(double, repetition_penalty);
-ABSL_DECLARE_FLAG(int64_t, seed);
-ABSL_DECLARE_FLAG(std::vector<std::string>, stop);
-ABSL_DECLARE_FLAG(bool, ignore_eos);
-ABSL_DECLARE_FLAG(int32_t, logprobs);
 
 namespace pagoda::tools {
 
+struct SamplingFlags {
+  int32_t max_tokens = 128;
+  double temperature = 1.0;
+  int32_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;
+  int64_t seed = -1;  // -1 = random
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int32_t logprobs = -1;  // -1 = off
+};
+
+// Adds --max-tokens, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed,
+// --stop, --ignore-eos and --logprobs to `cmd`, parsed into `flags` (which must outlive the
+// parse).
+void AddSamplingFlags(CLI::App* cmd, SamplingFlags* flags);
 // A request carrying the sampling flags (prompt left empty).
-engine::GenerationRequest RequestFromFlags();
+engine::GenerationRequest RequestFromFlags(const SamplingFlags& flags);
 
 }  // namespace pagoda::tools

@@ -1,38 +1,48 @@
 // `pagoda serve`: the gRPC daemon. SIGTERM or SIGINT drains it gracefully and exits 0.
 #include <csignal>
 #include <iostream>
+#include <memory>
 #include <string>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/time/time.h"
+#include "model/make_model.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tools/commands.h"
-#include "model/make_model.h"
 #include "tools/engine_flags.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on");
-ABSL_FLAG(int32_t, port, 50051, "gRPC port; 0 picks a free one (logged)");
-ABSL_FLAG(int32_t, metrics_port, 9090,
-          "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it");
-ABSL_FLAG(int32_t, max_queued_requests, 1024,
-          "requests waiting to run at most; beyond it new requests get RESOURCE_EXHAUSTED");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
-          "on SIGTERM/SIGINT, how long in-flight streams may run before being cut off");
-ABSL_FLAG(absl::Duration, stall_timeout, absl::Seconds(30),
-          "health reads NOT_SERVING when the engine has work but made no step for this long");
-ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
-
 namespace pagoda::tools {
+namespace {
 
-int RunServe(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pagoda serve [--model PATH] [--host H] [--port P] ...\n"
-      "Serves streaming completions over gRPC.");
-  absl::ParseCommandLine(argc, argv);
-  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+struct ServeFlags {
+  std::string host = "0.0.0.0";
+  int32_t port = 50051;
+  int32_t metrics_port = 9090;
+  int32_t max_queued_requests = 1024;
+  absl::Duration drain_timeout = absl::Seconds(30);
+  absl::Duration stall_timeout = absl::Seconds(30);
+  std::string log_level = "info";
+  EngineFlags engine;
+};
+
+// Adds a duration flag ("30s", "500ms", "1m", "inf") parsed into `*d`.
+void AddDurationOption(CLI::App* cmd, const std::string& name, absl::Duration* d,
+                       const std::string& description) {
+  const CLI::Validator is_duration(
+      [](std::string& s) -> std::string {
+        absl::Duration unused;
+        return absl::ParseDuration(s, &unused) ? "" : "not a duration like 30s or 500ms: " + s;
+      },
+      "");
+  cmd->add_option_function<std::string>(
+         name, [d](const std::string& s) { (void)absl::ParseDuration(s, d); }, description)
+      ->check(is_duration)
+      ->type_name("DURATION")
+      ->default_str(absl::FormatDuration(*d));
+}
+
+int RunServe(const ServeFlags& flags) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
 
   // Signals are taken synchronously by this thread alone: block them before any other
   // thread starts, so every thread inherits the mask.
@@ -43,19 +53,19 @@ int RunServe(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   engine::EngineConfig base;
-  base.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
-  auto engine = StartEngineFromFlags(base);
+  base.max_queued_requests = flags.max_queued_requests;
+  auto engine = StartEngineFromFlags(flags.engine, base);
   if (!engine.ok()) {
     spdlog::error("cannot start the engine: {}", std::string(engine.status().message()));
     return 1;
   }
-  const std::string model = absl::GetFlag(FLAGS_model);
-  server::ServerOptions options{.host = absl::GetFlag(FLAGS_host),
-                                .port = absl::GetFlag(FLAGS_port),
-                                .metrics_port = absl::GetFlag(FLAGS_metrics_port),
+  const std::string& model = flags.engine.model;
+  server::ServerOptions options{.host = flags.host,
+                                .port = flags.port,
+                                .metrics_port = flags.metrics_port,
                                 .model_name = model.empty() ? model::kBuiltinModelName : model,
-                                .drain_timeout = absl::GetFlag(FLAGS_drain_timeout),
-                                .stall_timeout = absl::GetFlag(FLAGS_stall_timeout)};
+                                .drain_timeout = flags.drain_timeout,
+                                .stall_timeout = flags.stall_timeout};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
@@ -69,6 +79,32 @@ int RunServe(int argc, char** argv) {
   (*engine)->Stop();
   spdlog::info("stopped ({} streams cut off)", cut);
   return 0;
+}
+
+}  // namespace
+
+Command AddServeCommand(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serves streaming completions over gRPC. SIGTERM or SIGINT drains it gracefully and "
+      "exits 0.");
+  cmd->add_option("--host", flags->host, "address to listen on");
+  cmd->add_option("--port", flags->port, "gRPC port; 0 picks a free one (logged)");
+  cmd->add_option("--metrics-port", flags->metrics_port,
+                  "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it");
+  cmd->add_option("--max-queued-requests", flags->max_queued_requests,
+                  "requests waiting to run at most; beyond it new requests get "
+                  "RESOURCE_EXHAUSTED");
+  AddDurationOption(cmd, "--drain-timeout", &flags->drain_timeout,
+                    "on SIGTERM/SIGINT, how long in-flight streams may run before being cut off");
+  AddDurationOption(cmd, "--stall-timeout", &flags->stall_timeout,
+                    "health reads NOT_SERVING when the engine has work but made no step for "
+                    "this long");
+  cmd->add_option("--log-level", flags->log_level, "log verbosity")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  AddEngineFlags(cmd, &flags->engine);
+  return {cmd, [flags] { return RunServe(*flags); }};
 }
 
 }  // namespace pagoda::tools
