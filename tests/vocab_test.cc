@@ -11,7 +11,9 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/tokenizer.h"
+#include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 
 namespace pagoda::model {
@@ -109,6 +111,47 @@ INSTANTIATE_TEST_SUITE_P(AllStrings, VocabTest,
                              if (ch == '-') ch = '_';
                            }
                            return name + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
+// Every pre-tokenizer against llama.cpp: the Llama 3 vocabulary with tokenizer.ggml.pre set to
+// each value (tests/data/pretokenizer_variants.json, made with llama-tokenize on such copies),
+// 71 strings each (the vocab test strings plus scripts, cases, digits, whitespace, marks).
+class PreTokenizerVariantTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PreTokenizerVariantTest, MatchesLlamaCpp) {
+  const std::string pre = GetParam();
+  const nlohmann::json json = nlohmann::json::parse(
+      pagoda::testing::ReadFileOrDie(pagoda::testing::ModelPath("pretokenizer_variants.json")));
+  const auto strings = json.at("strings").get<std::vector<std::string>>();
+  const auto ids = json.at("ids").at(pre).get<std::vector<std::vector<int32_t>>>();
+  ASSERT_EQ(strings.size(), 71u);
+  ASSERT_EQ(ids.size(), strings.size());
+  auto file = gguf::GgufFile::Open(VocabPath("llama-bpe"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  gguf::GgufWriter writer((*file)->version(), (*file)->alignment());
+  for (const auto& [key, value] : (*file)->metadata()) {
+    if (key != "tokenizer.ggml.pre") writer.AddValue(key, value);
+  }
+  writer.AddString("tokenizer.ggml.pre", pre);
+  auto copy = gguf::GgufFile::FromBytes(writer.Serialize());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  auto tok = Tokenizer::FromGguf(**copy);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  for (size_t i = 0; i < strings.size(); ++i) {
+    EXPECT_EQ((*tok)->Encode(strings[i], /*add_bos=*/false, /*parse_special=*/false), ids[i])
+        << pre << " string " << i << ": \"" << strings[i] << "\"";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPreTokenizers, PreTokenizerVariantTest,
+                         ::testing::Values("default", "gpt-2", "llama-bpe", "qwen2", "smollm",
+                                           "deepseek-llm", "tekken"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
                          });
 
 }  // namespace
