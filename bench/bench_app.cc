@@ -87,6 +87,7 @@ v1::GenerateRequest ToGenerateRequest(const BenchRequest& r, const BenchConfig& 
   if (r.max_tokens > 0) request.set_max_tokens(r.max_tokens);
   request.set_temperature(c.temperature);
   request.set_ignore_eos(c.ignore_eos);
+  request.set_parse_special(c.parse_special);
   return request;
 }
 

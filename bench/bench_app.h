@@ -33,6 +33,7 @@ struct BenchConfig {
   int num_groups = 4;
   int suffix_len = 128;
   bool ignore_eos = false;
+  bool parse_special = true;
   float temperature = 0;
   std::vector<std::string> goodput;
   std::string json_out;

@@ -44,6 +44,9 @@ ABSL_FLAG(int, prefix_len, 0,
 ABSL_FLAG(int, num_groups, 4, "shared-prefix: number of distinct prefixes.");
 ABSL_FLAG(int, suffix_len, 128, "shared-prefix: each request's own tokens after its prefix.");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating after EOS so output lengths are fixed.");
+ABSL_FLAG(bool, parse_special, true,
+          "Prompt text that spells a special token becomes that token (the request's "
+          "parse_special); false = plain text.");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy.");
 ABSL_FLAG(std::vector<std::string>, goodput, {},
           "SLOs in ms, e.g. --goodput ttft:500 tpot:50 e2el:2000; reports the requests "
@@ -75,6 +78,7 @@ pagoda::bench::BenchConfig ConfigFromFlags() {
   c.num_groups = absl::GetFlag(FLAGS_num_groups);
   c.suffix_len = absl::GetFlag(FLAGS_suffix_len);
   c.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  c.parse_special = absl::GetFlag(FLAGS_parse_special);
   c.temperature = absl::GetFlag(FLAGS_temperature);
   c.goodput = absl::GetFlag(FLAGS_goodput);
   c.json_out = absl::GetFlag(FLAGS_json_out);

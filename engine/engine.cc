@@ -121,7 +121,7 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
   } else {
     if (r.prompt.empty()) return Invalid("prompt", "is empty");
     if (!model::IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
-    *prompt = tok.Encode(r.prompt, tok.add_bos());
+    *prompt = tok.Encode(r.prompt, tok.add_bos(), r.parse_special);
   }
   const int32_t n = static_cast<int32_t>(prompt->size());
   if (n >= context) {

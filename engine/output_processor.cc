@@ -39,7 +39,7 @@ FinishReason OutputProcessor::StopReason(const Sequence& seq, int32_t token,
                                          bool* hit_stop_string) const {
   const GenerationRequest& r = seq.request;
   if (*hit_stop_string) return FinishReason::kStop;
-  if (!r.ignore_eos && token == tokenizer_->eos_id()) return FinishReason::kStop;
+  if (!r.ignore_eos && tokenizer_->IsEog(token)) return FinishReason::kStop;
   if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) !=
       r.stop_token_ids.end()) {
     return FinishReason::kStop;

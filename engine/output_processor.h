@@ -1,7 +1,7 @@
 // Applies sampled tokens to a sequence: appends them, streams text through the incremental
-// detokenizer, and decides when the sequence is done (EOS, stop token, stop string, max
-// tokens, context length). Text at or past a stop string is never delivered, and text that
-// could still become a stop string is held back until it cannot.
+// detokenizer, and decides when the sequence is done (an end-of-generation token, stop token, stop
+// string, max tokens, context length). Text at or past a stop string is never delivered, and text
+// that could still become a stop string is held back until it cannot.
 #pragma once
 
 #include <optional>

@@ -32,8 +32,9 @@ struct GenerationRequest {
   std::optional<int32_t> max_tokens;  // unset: up to the context length
   std::vector<std::string> stop;      // stop strings (never part of the delivered text)
   std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  int32_t priority = 0;  // lower runs first and is preempted last
+  bool ignore_eos = false;    // keep going after end-of-generation tokens
+  bool parse_special = true;  // prompt text spelling a special token becomes that token
+  int32_t priority = 0;       // lower runs first and is preempted last
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

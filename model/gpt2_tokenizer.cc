@@ -5,7 +5,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "model/bpe.h"
-#include "model/gpt2_pretokenizer.h"
 #include "model/utf8.h"
 
 namespace pagoda::model {
@@ -60,7 +59,10 @@ std::string UnspellPiece(std::string_view piece) {
 
 uint32_t Gpt2ByteToCodePoint(uint8_t b) { return kByteToCodePoint[b]; }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Gpt2Tokenizer::Create(TokenizerSpec spec) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> Gpt2Tokenizer::Create(TokenizerSpec spec,
+                                                                 std::vector<int32_t> eog_ids) {
+  absl::StatusOr<PreTokenizerConfig> pre = LookupPreTokenizer(spec.pre);
+  if (!pre.ok()) return pre.status();
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const std::string& merge = spec.merges[rank];
     // The separator is the first space after the first character, as merges are written.
@@ -70,18 +72,22 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Gpt2Tokenizer::Create(TokenizerSpec s
           absl::StrCat("tokenizer: merge ", rank, " (\"", merge, "\") is not \"left right\""));
     }
   }
-  return std::unique_ptr<Tokenizer>(new Gpt2Tokenizer(std::move(spec)));
+  return std::unique_ptr<Tokenizer>(new Gpt2Tokenizer(std::move(spec), std::move(eog_ids), *pre));
 }
 
-Gpt2Tokenizer::Gpt2Tokenizer(TokenizerSpec spec) : Tokenizer(std::move(spec)) {
+Gpt2Tokenizer::Gpt2Tokenizer(TokenizerSpec spec, std::vector<int32_t> eog_ids,
+                             PreTokenizerConfig pre)
+    : Tokenizer(std::move(spec), std::move(eog_ids)), pre_(pre) {
   for (int b = 0; b < 256; ++b) AppendUtf8(kByteToCodePoint[b], &byte_text_[b]);
   merge_rank_.reserve(spec_.merges.size());
   for (size_t rank = 0; rank < spec_.merges.size(); ++rank) {
     merge_rank_.emplace(spec_.merges[rank], static_cast<int32_t>(rank));  // first one wins
   }
   token_bytes_.resize(spec_.tokens.size());
+  text_to_id_.reserve(spec_.tokens.size());
   for (int32_t id = 0; id < vocab_size(); ++id) {
     const std::string& piece = spec_.tokens[id];
+    text_to_id_[piece] = id;
     switch (type_of(id)) {
       case TokenType::kControl:
       case TokenType::kUnknown:
@@ -89,28 +95,30 @@ Gpt2Tokenizer::Gpt2Tokenizer(TokenizerSpec spec) : Tokenizer(std::move(spec)) {
         break;  // no text
       case TokenType::kUserDefined:
         // Added tokens are stored as plain text, not spelled through the byte table.
-        piece_to_id_.emplace(piece, id);
         token_bytes_[id] = piece;
         break;
       default:
-        piece_to_id_.emplace(piece, id);
         token_bytes_[id] = UnspellPiece(piece);
         break;
     }
   }
 }
 
-std::vector<int32_t> Gpt2Tokenizer::Encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> ids;
-  if (add_bos && spec_.bos_id >= 0) ids.push_back(spec_.bos_id);
-  for (std::string_view word : Gpt2PreTokenize(text)) EncodeWord(word, &ids);
-  return ids;
+void Gpt2Tokenizer::EncodeText(std::string_view text, bool /*starts_text*/,
+                               std::vector<int32_t>* ids) const {
+  for (const std::string& word : PreTokenize(pre_.type, text)) EncodeWord(word, ids);
 }
 
 void Gpt2Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids) const {
   std::string spelled;
   spelled.reserve(word.size() * 2);
   for (char c : word) spelled += byte_text_[static_cast<uint8_t>(c)];
+  if (pre_.ignore_merges) {
+    if (const auto it = text_to_id_.find(spelled); it != text_to_id_.end()) {
+      ids->push_back(it->second);
+      return;
+    }
+  }
   std::vector<bpe::Symbol> symbols = bpe::SplitChars(spelled);
   if (symbols.empty()) return;
   std::string key;
@@ -130,22 +138,15 @@ void Gpt2Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* ids)
 }
 
 void Gpt2Tokenizer::EmitSymbol(std::string_view symbol, std::vector<int32_t>* ids) const {
-  if (const auto it = piece_to_id_.find(bpe::Key(symbol)); it != piece_to_id_.end()) {
+  if (const auto it = text_to_id_.find(bpe::Key(symbol)); it != text_to_id_.end()) {
     ids->push_back(it->second);
     return;
   }
-  // A merge whose result is no piece: one token per spelled byte, the unknown token for a
-  // byte the vocabulary lacks (dropped without one).
-  for (size_t pos = 0; pos < symbol.size();) {
-    size_t len = 1;
-    CheckUtf8Char(symbol.substr(pos), &len);
-    const auto it = piece_to_id_.find(bpe::Key(symbol.substr(pos, len)));
-    if (it != piece_to_id_.end()) {
-      ids->push_back(it->second);
-    } else if (spec_.unk_id >= 0) {
-      ids->push_back(spec_.unk_id);
-    }
-    pos += len;
+  // A merge whose result is no piece: llama.cpp looks up each byte of the spelling alone, so
+  // only one-byte spellings (printable ASCII) can be found; the rest is dropped.
+  for (size_t pos = 0; pos < symbol.size(); ++pos) {
+    const auto it = text_to_id_.find(bpe::Key(symbol.substr(pos, 1)));
+    if (it != text_to_id_.end()) ids->push_back(it->second);
   }
 }
 

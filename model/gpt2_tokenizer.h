@@ -1,6 +1,7 @@
-// Byte-level BPE as GGUF `gpt2` vocabularies (GPT-2, Llama 3, ...) use it: text is split by
-// GPT-2's pre-tokenizer, each byte is spelled as one printable character (GPT-2's
-// byte-to-unicode table), and adjacent symbols merge lowest-rank-first.
+// Byte-level BPE as GGUF `gpt2` vocabularies (GPT-2, Llama 3, Qwen2, ...) use it: text is
+// split into words by the pre-tokenizer tokenizer.ggml.pre names, each byte is spelled as one
+// printable character (GPT-2's byte-to-unicode table), and adjacent symbols merge
+// lowest-rank-first (a whole word that is a piece first, for pre-tokenizers that say so).
 #pragma once
 
 #include <array>
@@ -11,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "model/pretokenizer.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::model {
@@ -22,25 +24,30 @@ uint32_t Gpt2ByteToCodePoint(uint8_t b);
 
 class Gpt2Tokenizer final : public Tokenizer {
  public:
-  // `spec` must have passed Tokenizer::Create's validation; InvalidArgument when a merge is
-  // not "left right" with both sides non-empty.
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec);
+  // `spec` must have passed Tokenizer::Create's validation (pre-tokenizer known, special
+  // tokens resolved); InvalidArgument when a merge is not "left right" with both sides
+  // non-empty.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec,
+                                                           std::vector<int32_t> eog_ids);
 
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
   std::string TokenBytes(int32_t id) const override;
 
  private:
-  explicit Gpt2Tokenizer(TokenizerSpec spec);
+  Gpt2Tokenizer(TokenizerSpec spec, std::vector<int32_t> eog_ids, PreTokenizerConfig pre);
+  void EncodeText(std::string_view text, bool starts_text,
+                  std::vector<int32_t>* ids) const override;
   // Appends the ids of one pre-token.
   void EncodeWord(std::string_view word, std::vector<int32_t>* ids) const;
-  // Appends the id of a merged symbol; one id per character when it is no piece.
+  // Appends the id of a merged symbol; when it is no piece, the id of each of its bytes that
+  // is a one-byte piece (llama.cpp's fallback; other bytes are dropped).
   void EmitSymbol(std::string_view symbol, std::vector<int32_t>* ids) const;
 
+  PreTokenizerConfig pre_;
   std::array<std::string, 256> byte_text_;  // byte -> its spelling (UTF-8)
   // Rank per merge, keyed "left right" exactly as stored (spelled pieces hold no U+0020).
   absl::flat_hash_map<std::string, int32_t> merge_rank_;
-  // Pieces text may encode to (control, unknown and unused tokens excluded).
-  absl::flat_hash_map<std::string, int32_t> piece_to_id_;
+  // Every token's text (the last of equal texts wins), as llama.cpp looks pieces up.
+  absl::flat_hash_map<std::string, int32_t> text_to_id_;
   std::vector<std::string> token_bytes_;  // TokenBytes per id
 };
 

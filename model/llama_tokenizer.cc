@@ -45,11 +45,13 @@ bool ParseBytePiece(std::string_view piece, uint8_t* byte) {
   return true;
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> LlamaTokenizer::Create(TokenizerSpec spec) {
-  return std::unique_ptr<Tokenizer>(new LlamaTokenizer(std::move(spec)));
+absl::StatusOr<std::unique_ptr<Tokenizer>> LlamaTokenizer::Create(TokenizerSpec spec,
+                                                                  std::vector<int32_t> eog_ids) {
+  return std::unique_ptr<Tokenizer>(new LlamaTokenizer(std::move(spec), std::move(eog_ids)));
 }
 
-LlamaTokenizer::LlamaTokenizer(TokenizerSpec spec) : Tokenizer(std::move(spec)) {
+LlamaTokenizer::LlamaTokenizer(TokenizerSpec spec, std::vector<int32_t> eog_ids)
+    : Tokenizer(std::move(spec), std::move(eog_ids)) {
   byte_to_id_.fill(-1);
   token_bytes_.resize(spec_.tokens.size());
   for (int32_t id = 0; id < vocab_size(); ++id) {
@@ -79,11 +81,10 @@ LlamaTokenizer::LlamaTokenizer(TokenizerSpec spec) : Tokenizer(std::move(spec)) 
   }
 }
 
-std::vector<int32_t> LlamaTokenizer::Encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> ids;
-  if (add_bos && spec_.bos_id >= 0) ids.push_back(spec_.bos_id);
-  if (text.empty()) return ids;  // no dummy prefix for an empty text (as llama.cpp)
-  const std::string normalized = Normalize(text, spec_.add_space_prefix);
+void LlamaTokenizer::EncodeText(std::string_view text, bool starts_text,
+                                std::vector<int32_t>* ids) const {
+  if (text.empty()) return;  // no dummy prefix for an empty text (as llama.cpp)
+  const std::string normalized = Normalize(text, spec_.add_space_prefix && starts_text);
   std::vector<bpe::Symbol> symbols = bpe::SplitChars(normalized);
   // Adjacent symbols are adjacent in the text, so their union is one view.
   auto priority = [this](std::string_view left, std::string_view right) -> std::optional<double> {
@@ -93,9 +94,8 @@ std::vector<int32_t> LlamaTokenizer::Encode(std::string_view text, bool add_bos)
   };
   bpe::Merge(normalized, &symbols, priority);
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-    EmitPiece(std::string_view(normalized).substr(symbols[i].start, symbols[i].len), &ids);
+    EmitPiece(std::string_view(normalized).substr(symbols[i].start, symbols[i].len), ids);
   }
-  return ids;
 }
 
 void LlamaTokenizer::EmitPiece(std::string_view piece, std::vector<int32_t>* ids) const {

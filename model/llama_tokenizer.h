@@ -20,14 +20,17 @@ bool ParseBytePiece(std::string_view piece, uint8_t* byte);
 
 class LlamaTokenizer final : public Tokenizer {
  public:
-  // `spec` must have passed Tokenizer::Create's validation (token_types filled in).
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec);
+  // `spec` must have passed Tokenizer::Create's validation (token_types filled in, special
+  // tokens resolved).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec,
+                                                           std::vector<int32_t> eog_ids);
 
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
   std::string TokenBytes(int32_t id) const override;
 
  private:
-  explicit LlamaTokenizer(TokenizerSpec spec);
+  LlamaTokenizer(TokenizerSpec spec, std::vector<int32_t> eog_ids);
+  void EncodeText(std::string_view text, bool starts_text,
+                  std::vector<int32_t>* ids) const override;
   // Appends the ids of symbol text `piece`: its own id, else one byte token per byte.
   void EmitPiece(std::string_view piece, std::vector<int32_t>* ids) const;
 

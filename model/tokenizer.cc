@@ -1,6 +1,7 @@
 // Spec validation, the dispatch to the llama/gpt2 tokenizers, and what both share.
 #include "model/tokenizer.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -8,6 +9,8 @@
 #include "common/status_macros.h"
 #include "model/gpt2_tokenizer.h"
 #include "model/llama_tokenizer.h"
+#include "model/pretokenizer.h"
+#include "model/special_tokens.h"
 #include "model/utf8.h"
 
 namespace pagoda::model {
@@ -51,6 +54,13 @@ absl::Status ValidateSpec(const TokenizerSpec& spec) {
   RETURN_IF_ERROR(CheckId("bos id", spec.bos_id, n));
   RETURN_IF_ERROR(CheckId("eos id", spec.eos_id, n));
   RETURN_IF_ERROR(CheckId("unknown-token id", spec.unk_id, n));
+  RETURN_IF_ERROR(CheckId("end-of-turn id", spec.eot_id, n));
+  RETURN_IF_ERROR(CheckId("end-of-message id", spec.eom_id, n));
+  for (int32_t id : {spec.fim_pre_id, spec.fim_suf_id, spec.fim_mid_id, spec.fim_pad_id,
+                     spec.fim_rep_id, spec.fim_sep_id}) {
+    RETURN_IF_ERROR(CheckId("fill-in-the-middle id", id, n));
+  }
+  if (spec.model == "gpt2") RETURN_IF_ERROR(LookupPreTokenizer(spec.pre).status());
   return absl::OkStatus();
 }
 
@@ -81,8 +91,37 @@ void FillTokenTypes(TokenizerSpec* spec) {
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec) {
   RETURN_IF_ERROR(ValidateSpec(spec));
   FillTokenTypes(&spec);
-  if (spec.model == "llama") return LlamaTokenizer::Create(std::move(spec));
-  return Gpt2Tokenizer::Create(std::move(spec));
+  std::vector<int32_t> eog_ids = ResolveSpecialTokens(&spec);
+  if (spec.model == "llama") return LlamaTokenizer::Create(std::move(spec), std::move(eog_ids));
+  return Gpt2Tokenizer::Create(std::move(spec), std::move(eog_ids));
+}
+
+Tokenizer::Tokenizer(TokenizerSpec spec, std::vector<int32_t> eog_ids)
+    : spec_(std::move(spec)),
+      eog_ids_(std::move(eog_ids)),
+      special_(std::make_unique<SpecialTokenSplitter>(spec_)) {}
+
+Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
+  std::vector<int32_t> ids;
+  if (add_bos && spec_.bos_id >= 0) ids.push_back(spec_.bos_id);
+  bool starts_text = true;
+  for (const Fragment& f : special_->Split(text, parse_special)) {
+    if (f.id >= 0) {
+      ids.push_back(f.id);
+      starts_text = true;
+    } else {
+      EncodeText(text.substr(f.begin, f.len), starts_text, &ids);
+      starts_text = false;
+    }
+  }
+  return ids;
+}
+
+bool Tokenizer::IsEog(int32_t id) const {
+  return std::binary_search(eog_ids_.begin(), eog_ids_.end(), id);
 }
 
 std::string Tokenizer::Decode(absl::Span<const int32_t> ids, bool strip_leading_space) const {

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/pretokenizer.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::model {
@@ -21,9 +22,11 @@ absl::Status Required(std::string_view key, const absl::Status& status) {
       absl::StrCat("tokenizer: ", std::string(key), ": ", status.message()));
 }
 
-// An optional token id: -1 when absent or 0xFFFFFFFF (GGUF's "none"), Create checks range.
-absl::StatusOr<int32_t> OptionalId(const gguf::GgufFile& file, std::string_view key) {
-  absl::StatusOr<int64_t> value = file.GetIntOr(key, -1);
+// An optional token id: `fallback` when absent, -1 when 0xFFFFFFFF (GGUF's "none"); Create
+// checks the range.
+absl::StatusOr<int32_t> OptionalId(const gguf::GgufFile& file, std::string_view key,
+                                   int32_t fallback = -1) {
+  absl::StatusOr<int64_t> value = file.GetIntOr(key, fallback);
   if (!value.ok()) return Required(key, value.status());
   if (*value == -1 || *value == 0xFFFFFFFF) return -1;
   if (*value < 0 || *value > std::numeric_limits<int32_t>::max()) {
@@ -31,6 +34,43 @@ absl::StatusOr<int32_t> OptionalId(const gguf::GgufFile& file, std::string_view 
         absl::StrCat("tokenizer: ", std::string(key), " ", *value, " is not a valid token id"));
   }
   return static_cast<int32_t>(*value);
+}
+
+absl::StatusOr<std::string> OptionalString(const gguf::GgufFile& file, std::string_view key) {
+  if (file.Find(key) == nullptr) return std::string();
+  absl::StatusOr<std::string> value = file.GetString(key);
+  if (!value.ok()) return Required(key, value.status());
+  return *std::move(value);
+}
+
+// A default id as llama.cpp gives it (-1 when outside the vocabulary).
+int32_t DefaultId(int32_t id, size_t vocab) { return static_cast<size_t>(id) < vocab ? id : -1; }
+
+// The special ids, with llama.cpp's defaults for absent BOS/EOS/unknown keys (llama: 1, 2, 0;
+// gpt2: 11 for BOS and EOS).
+absl::Status ReadSpecialIds(const gguf::GgufFile& file, TokenizerSpec* spec) {
+  const bool is_llama = spec->model == "llama";
+  const size_t n = spec->tokens.size();
+  ASSIGN_OR_RETURN(spec->bos_id, OptionalId(file, "tokenizer.ggml.bos_token_id",
+                                            DefaultId(is_llama ? 1 : 11, n)));
+  ASSIGN_OR_RETURN(spec->eos_id, OptionalId(file, "tokenizer.ggml.eos_token_id",
+                                            DefaultId(is_llama ? 2 : 11, n)));
+  ASSIGN_OR_RETURN(spec->unk_id, OptionalId(file, "tokenizer.ggml.unknown_token_id",
+                                            is_llama ? DefaultId(0, n) : -1));
+  const std::pair<std::string_view, int32_t*> keys[] = {
+      {"tokenizer.ggml.eot_token_id", &spec->eot_id},
+      {"tokenizer.ggml.eom_token_id", &spec->eom_id},
+      {"tokenizer.ggml.fim_pre_token_id", &spec->fim_pre_id},
+      {"tokenizer.ggml.fim_suf_token_id", &spec->fim_suf_id},
+      {"tokenizer.ggml.fim_mid_token_id", &spec->fim_mid_id},
+      {"tokenizer.ggml.fim_pad_token_id", &spec->fim_pad_id},
+      {"tokenizer.ggml.fim_rep_token_id", &spec->fim_rep_id},
+      {"tokenizer.ggml.fim_sep_token_id", &spec->fim_sep_id},
+  };
+  for (const auto& [key, id] : keys) {
+    ASSIGN_OR_RETURN(*id, OptionalId(file, key));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> OptionalBool(const gguf::GgufFile& file, std::string_view key, bool fallback) {
@@ -81,11 +121,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const gguf::GgufF
   if (!model.ok()) return Required(kModel, model.status());
   spec.model = *std::move(model);
   RETURN_IF_ERROR(ReadArrays(file, &spec));
-  ASSIGN_OR_RETURN(spec.bos_id, OptionalId(file, "tokenizer.ggml.bos_token_id"));
-  ASSIGN_OR_RETURN(spec.eos_id, OptionalId(file, "tokenizer.ggml.eos_token_id"));
-  ASSIGN_OR_RETURN(spec.unk_id, OptionalId(file, "tokenizer.ggml.unknown_token_id"));
+  ASSIGN_OR_RETURN(spec.pre, OptionalString(file, "tokenizer.ggml.pre"));
+  ASSIGN_OR_RETURN(spec.name, OptionalString(file, "general.name"));
+  RETURN_IF_ERROR(ReadSpecialIds(file, &spec));
   const bool is_llama = spec.model == "llama";
-  ASSIGN_OR_RETURN(spec.add_bos, OptionalBool(file, "tokenizer.ggml.add_bos_token", is_llama));
+  // llama.cpp's add_bos default: always for llama, by pre-tokenizer for gpt2.
+  bool add_bos_default = is_llama;
+  if (!is_llama) {
+    absl::StatusOr<PreTokenizerConfig> pre = LookupPreTokenizer(spec.pre);
+    if (pre.ok()) add_bos_default = pre->add_bos;  // else Create reports the unknown pre
+  }
+  ASSIGN_OR_RETURN(spec.add_bos,
+                   OptionalBool(file, "tokenizer.ggml.add_bos_token", add_bos_default));
   ASSIGN_OR_RETURN(spec.add_space_prefix,
                    OptionalBool(file, "tokenizer.ggml.add_space_prefix", is_llama));
   return Create(std::move(spec));

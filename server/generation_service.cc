@@ -34,7 +34,10 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       v1::TokenizeResponse* response) {
   const model::Tokenizer& tok = engine_->tokenizer();
   const bool add_bos = request->has_add_bos() ? request->add_bos() : tok.add_bos();
-  for (int32_t id : tok.Encode(request->text(), add_bos)) response->add_token_ids(id);
+  const bool parse_special = !request->has_parse_special() || request->parse_special();
+  for (int32_t id : tok.Encode(request->text(), add_bos, parse_special)) {
+    response->add_token_ids(id);
+  }
   return FinishUnary(context, grpc::Status::OK);
 }
 

@@ -41,6 +41,7 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   }
   r.stop_token_ids.assign(raw.stop_token_ids().begin(), raw.stop_token_ids().end());
   r.ignore_eos = raw.ignore_eos();
+  r.parse_special = !raw.has_parse_special() || raw.parse_special();
   r.priority = raw.priority();
   return r;
 }

@@ -105,6 +105,9 @@ class FakeGeneration final : public v1::Generation::Service {
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override {
     if (!Authorized(*context)) return {grpc::StatusCode::UNAUTHENTICATED, "bad key"};
     const int call = calls_.fetch_add(1) + 1;
+    if (request->has_parse_special()) {
+      ++(request->parse_special() ? parse_special_true_ : parse_special_false_);
+    }
     if (fail_every_ > 0 && call % fail_every_ == 0) {
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full"};
     }
@@ -130,6 +133,9 @@ class FakeGeneration final : public v1::Generation::Service {
   }
 
   long long tokens() const { return tokens_.load(); }
+  // Requests that set parse_special true / false.
+  int parse_special_true() const { return parse_special_true_.load(); }
+  int parse_special_false() const { return parse_special_false_.load(); }
 
  private:
   bool Authorized(const grpc::ServerContext& context) const {
@@ -144,6 +150,8 @@ class FakeGeneration final : public v1::Generation::Service {
   const std::chrono::milliseconds token_delay_;
   std::atomic<int> calls_{0};
   std::atomic<long long> tokens_{0};
+  std::atomic<int> parse_special_true_{0};
+  std::atomic<int> parse_special_false_{0};
 };
 
 class FakeServer {
@@ -200,6 +208,22 @@ TEST(BenchFakeServerTest, WarmupIsNotCountedAndGoodputIsReported) {
   EXPECT_EQ(server.service().tokens(), 13 * 3);
   EXPECT_EQ(run.json["goodput_fraction"], 1.0);
   EXPECT_GT(run.json["request_goodput"].get<double>(), 0.0);
+}
+
+TEST(BenchFakeServerTest, ParseSpecialFlagSetsTheRequests) {
+  FakeServer by_default;
+  ASSERT_EQ(RunBench(by_default.address(), {"--num-prompts=3", "--input-len=4", "--output-len=2"})
+                .exit_code,
+            0);
+  EXPECT_EQ(by_default.service().parse_special_true(), 3);
+  EXPECT_EQ(by_default.service().parse_special_false(), 0);
+  FakeServer plain;
+  ASSERT_EQ(RunBench(plain.address(), {"--num-prompts=3", "--input-len=4", "--output-len=2",
+                                       "--parse-special=false"})
+                .exit_code,
+            0);
+  EXPECT_EQ(plain.service().parse_special_true(), 0);
+  EXPECT_EQ(plain.service().parse_special_false(), 3);
 }
 
 TEST(BenchFakeServerTest, ApiKeyIsSentAndAWrongOneFailsAtStart) {

@@ -125,6 +125,28 @@ TEST(EngineTest, StopTokenAndEos) {
   EXPECT_EQ(out.finish_reason, FinishReason::kStop);
 }
 
+// Every end-of-generation token stops (here an end-of-turn token that is not EOS: "little",
+// the 5th greedy token, named by tokenizer.ggml.eot_token_id); ignore_eos runs past it.
+TEST(EngineTest, EndOfGenerationTokenOtherThanEosStops) {
+  auto engine = testing::StoriesEngineWithKeys({{"tokenizer.ggml.eot_token_id", 376}});
+  ASSERT_NE(engine, nullptr);
+  const model::Tokenizer& tok = engine->tokenizer();
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_EQ(tok.eog_ids(), (std::vector<int32_t>{2, 376}));
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const CollectedOutput stopped = testing::RunOne(*engine, GreedyRequest(prompt, 64, false));
+  EXPECT_EQ(stopped.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.text, tok.Decode(stopped.token_ids, false));
+
+  const CollectedOutput past = testing::RunOne(*engine, GreedyRequest(prompt, 12, true));
+  ASSERT_EQ(past.token_ids.size(), 12u);
+  EXPECT_EQ(std::vector<int32_t>(past.token_ids.begin(), past.token_ids.begin() + 5),
+            stopped.token_ids);
+  EXPECT_EQ(past.finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
 TEST(EngineTest, AbortWaitingAndRunningFreesBlocks) {
   auto engine = testing::StoriesEngine({.max_seqs = 1});
   ASSERT_NE(engine, nullptr);

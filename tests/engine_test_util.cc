@@ -1,9 +1,12 @@
 #include "tests/engine_test_util.h"
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/make_model.h"
 #include "tests/test_util.h"
 
@@ -29,6 +32,27 @@ std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config) {
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return nullptr;
   return Start(*std::move(file), config);
+}
+
+std::unique_ptr<engine::Engine> StoriesEngineWithKeys(
+    const std::vector<std::pair<std::string, int32_t>>& keys, engine::EngineConfig config) {
+  auto file = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  gguf::GgufWriter writer((*file)->version(), (*file)->alignment());
+  for (const auto& [key, value] : (*file)->metadata()) {
+    const bool replaced =
+        std::any_of(keys.begin(), keys.end(), [&key](const auto& kv) { return kv.first == key; });
+    if (!replaced) writer.AddValue(key, value);
+  }
+  for (const auto& [key, value] : keys) writer.AddInt32(key, value);
+  for (const gguf::TensorInfo& t : (*file)->tensors()) {
+    writer.AddTensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  }
+  auto copy = gguf::GgufFile::FromBytes(writer.Serialize());
+  EXPECT_TRUE(copy.ok()) << copy.status();
+  if (!copy.ok()) return nullptr;
+  return Start(*std::move(copy), config);
 }
 
 std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/collecting_sink.h"
@@ -13,6 +14,10 @@ namespace pagoda::testing {
 
 // A started CPU engine (2 threads) serving stories260K.gguf.
 std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config = {});
+// StoriesEngine over a copy of stories260K.gguf with extra (or replaced) int32 metadata
+// keys, e.g. {"tokenizer.ggml.eot_token_id", 7}.
+std::unique_ptr<engine::Engine> StoriesEngineWithKeys(
+    const std::vector<std::pair<std::string, int32_t>>& keys, engine::EngineConfig config = {});
 // A started CPU engine serving make-model preset `preset` (seed 0, f32).
 std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
                                              engine::EngineConfig config = {});

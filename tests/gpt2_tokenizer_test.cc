@@ -7,7 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/gpt2_pretokenizer.h"
+#include "model/pretokenizer.h"
+#include "model/unicode_class.h"
 #include "tests/tokenizer_test_util.h"
 
 namespace pagoda::model {
@@ -82,9 +83,15 @@ TEST(Gpt2TokenizerTest, RoundTrips) {
   for (const std::string& text : texts) {
     EXPECT_EQ(tok->Decode(tok->Encode(text, false)), text) << text;
   }
-  // Invalid UTF-8 still encodes (byte-level); decoding makes it valid.
-  EXPECT_THAT(tok->Encode("a\xFF", false), ElementsAre('a', 0xFF));
+  // Invalid UTF-8 is read as U+FFFD (EF BF BD), as llama.cpp reads it; an overlong NUL is
+  // read as NUL. Decoding always gives valid UTF-8.
+  EXPECT_THAT(tok->Encode("a\xFF", false), ElementsAre('a', 0xEF, 0xBF, 0xBD));
+  EXPECT_THAT(tok->Encode("\xC0\x80", false), ElementsAre(0));
   EXPECT_EQ(tok->Decode({'a', 0xFF}), "a\xEF\xBF\xBD");
+}
+
+std::vector<std::string> Gpt2PreTokenize(std::string_view text) {
+  return PreTokenize(PreTokenizer::kGpt2, text);
 }
 
 TEST(Gpt2PreTokenizerTest, SplitsLikeGpt2Pattern) {
@@ -106,36 +113,39 @@ TEST(Gpt2PreTokenizerTest, SplitsLikeGpt2Pattern) {
   EXPECT_THAT(Gpt2PreTokenize("a\xC2\xA0"
                               "b"),
               ElementsAre("a", "\xC2\xA0", "b"));
+  // Invalid bytes are read as U+FFFD (a symbol), as llama.cpp reads them.
   EXPECT_THAT(Gpt2PreTokenize("a\xFF\xFE"
                               "b"),
-              ElementsAre("a", "\xFF\xFE", "b"));
+              ElementsAre("a", "\xEF\xBF\xBD\xEF\xBF\xBD", "b"));
   EXPECT_TRUE(Gpt2PreTokenize("").empty());
 }
 
-TEST(Gpt2PreTokenizerTest, ClassifiesCodePoints) {
-  EXPECT_EQ(ClassifyCodePoint('a'), CharClass::kLetter);
-  EXPECT_EQ(ClassifyCodePoint('7'), CharClass::kNumber);
-  EXPECT_EQ(ClassifyCodePoint('\v'), CharClass::kSpace);
-  EXPECT_EQ(ClassifyCodePoint('_'), CharClass::kOther);
-  EXPECT_EQ(ClassifyCodePoint(0xE9), CharClass::kLetter);     // é
-  EXPECT_EQ(ClassifyCodePoint(0xD7), CharClass::kOther);      // ×
-  EXPECT_EQ(ClassifyCodePoint(0xB2), CharClass::kNumber);     // ²
-  EXPECT_EQ(ClassifyCodePoint(0xA0), CharClass::kSpace);      // no-break space
-  EXPECT_EQ(ClassifyCodePoint(0x3B1), CharClass::kLetter);    // α
-  EXPECT_EQ(ClassifyCodePoint(0x416), CharClass::kLetter);    // Ж
-  EXPECT_EQ(ClassifyCodePoint(0x301), CharClass::kOther);     // combining acute
-  EXPECT_EQ(ClassifyCodePoint(0x663), CharClass::kNumber);    // Arabic-Indic three
-  EXPECT_EQ(ClassifyCodePoint(0x2014), CharClass::kOther);    // em dash
-  EXPECT_EQ(ClassifyCodePoint(0x2003), CharClass::kSpace);    // em space
-  EXPECT_EQ(ClassifyCodePoint(0x20AC), CharClass::kOther);    // €
-  EXPECT_EQ(ClassifyCodePoint(0x3000), CharClass::kSpace);    // ideographic space
-  EXPECT_EQ(ClassifyCodePoint(0x3002), CharClass::kOther);    // 。
-  EXPECT_EQ(ClassifyCodePoint(0x3042), CharClass::kLetter);   // あ
-  EXPECT_EQ(ClassifyCodePoint(0x4E2D), CharClass::kLetter);   // 中
-  EXPECT_EQ(ClassifyCodePoint(0xD55C), CharClass::kLetter);   // 한
-  EXPECT_EQ(ClassifyCodePoint(0xFF11), CharClass::kNumber);   // fullwidth 1
-  EXPECT_EQ(ClassifyCodePoint(0x1F600), CharClass::kOther);   // 😀
-  EXPECT_EQ(ClassifyCodePoint(0x2070E), CharClass::kLetter);  // CJK extension B
+TEST(UnicodeClassTest, CategoriesFromUtf8proc) {
+  EXPECT_EQ(CodePointFlags('a'), kLetter);
+  EXPECT_EQ(CodePointFlags('7'), kNumber);
+  EXPECT_EQ(CodePointFlags('\v'), kControl | kWhitespace);
+  EXPECT_EQ(CodePointFlags(' '), kSeparator | kWhitespace);
+  EXPECT_EQ(CodePointFlags('_'), kPunctuation);
+  EXPECT_EQ(CodePointFlags('$'), kSymbol);
+  EXPECT_EQ(CodePointFlags(0x1C), kControl);                // not White_Space
+  EXPECT_EQ(CodePointFlags(0x85), kControl | kWhitespace);  // next line
+  EXPECT_EQ(CodePointFlags(0xE9), kLetter);                 // é
+  EXPECT_EQ(CodePointFlags(0xD7), kSymbol);                 // ×
+  EXPECT_EQ(CodePointFlags(0xB2), kNumber);                 // ²
+  EXPECT_EQ(CodePointFlags(0xA0), kSeparator | kWhitespace);
+  EXPECT_EQ(CodePointFlags(0x301), kMark);          // combining acute
+  EXPECT_EQ(CodePointFlags(0x663), kNumber);        // Arabic-Indic three
+  EXPECT_EQ(CodePointFlags(0x2014), kPunctuation);  // em dash
+  EXPECT_EQ(CodePointFlags(0x200B), kControl);      // zero width space (Cf)
+  EXPECT_EQ(CodePointFlags(0x3000), kSeparator | kWhitespace);
+  EXPECT_EQ(CodePointFlags(0x3002), kPunctuation);  // 。
+  EXPECT_EQ(CodePointFlags(0x4E2D), kLetter);       // 中
+  EXPECT_EQ(CodePointFlags(0x1F600), kSymbol);      // 😀
+  EXPECT_EQ(CodePointFlags(0xE000), kControl);      // private use
+  EXPECT_EQ(CodePointFlags(0x0378), kUndefined);    // unassigned
+  EXPECT_EQ(CodePointFlags(0x110000), kUndefined);
+  EXPECT_EQ(CodePointToLower('S'), uint32_t{'s'});
+  EXPECT_EQ(CodePointToLower(0x416), 0x436u);  // Ж -> ж
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "client/generation_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
@@ -310,6 +311,37 @@ TEST_F(ServerTest, TokenizeDetokenizeModelInfoAndHealth) {
   grpc::health::v1::HealthCheckResponse resp;
   ASSERT_TRUE(health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok());
   EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+// parse_special (default true): "</s>" in the prompt is the EOS token (id 2) or, when false,
+// plain text; the prompt token count and Tokenize follow.
+TEST_F(ServerTest, ParseSpecialChangesPromptTokens) {
+  StartServer();
+  const std::string text = "Once upon a time</s>";
+  const std::vector<int32_t> plain_ids = engine_->tokenizer().Encode(text, true, false);
+  ASSERT_GT(plain_ids.size(), 6u);
+
+  v1::TokenizeRequest tr;
+  tr.set_text(text);
+  v1::TokenizeResponse parsed;
+  ASSERT_TRUE(client_->Tokenize(tr, &parsed).ok());
+  EXPECT_EQ(std::vector<int32_t>(parsed.token_ids().begin(), parsed.token_ids().end()),
+            (std::vector<int32_t>{1, 403, 407, 261, 378, 2}));
+  tr.set_parse_special(false);
+  v1::TokenizeResponse plain;
+  ASSERT_TRUE(client_->Tokenize(tr, &plain).ok());
+  EXPECT_EQ(std::vector<int32_t>(plain.token_ids().begin(), plain.token_ids().end()), plain_ids);
+
+  v1::GenerateRequest request = Greedy(text, 1);
+  const Streamed by_default = Generate(request);
+  ASSERT_TRUE(by_default.status.ok()) << by_default.status.error_message();
+  EXPECT_EQ(by_default.usage.prompt_tokens(), 6);
+  request.set_parse_special(true);
+  EXPECT_EQ(Generate(request).usage.prompt_tokens(), 6);
+  request.set_parse_special(false);
+  const Streamed as_text = Generate(request);
+  ASSERT_TRUE(as_text.status.ok()) << as_text.status.error_message();
+  EXPECT_EQ(as_text.usage.prompt_tokens(), static_cast<int32_t>(plain_ids.size()));
 }
 
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address) {

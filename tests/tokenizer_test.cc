@@ -311,11 +311,11 @@ TEST(TokenizerGgufTest, ReadsGpt2Tokenizer) {
   auto tok = FromWriter(Gpt2Writer());
   ASSERT_TRUE(tok.ok()) << tok.status();
   EXPECT_EQ((*tok)->model(), "gpt2");
-  EXPECT_FALSE((*tok)->add_bos());  // gpt2 default
-  EXPECT_EQ((*tok)->bos_id(), -1);
+  EXPECT_FALSE((*tok)->add_bos());  // gpt2 default (no pre: "default")
+  EXPECT_EQ((*tok)->bos_id(), 11);  // llama.cpp's gpt2 default without the key
   EXPECT_EQ((*tok)->eos_id(), kGpt2Eos);
   EXPECT_TRUE((*tok)->IsControl(kGpt2Eos));
-  EXPECT_THAT((*tok)->Encode("hello world", true), ElementsAre(262, 261, 'l', 'd'));
+  EXPECT_THAT((*tok)->Encode("hello world", (*tok)->add_bos()), ElementsAre(262, 261, 'l', 'd'));
 }
 
 TEST(TokenizerGgufTest, ReadsFlags) {
