@@ -13,6 +13,9 @@ namespace pagoda::testing {
 
 // A started CPU engine (2 threads) serving stories260K.gguf.
 std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config = {});
+// A started CPU engine (2 threads) serving the test model file `file_name` (ModelPath).
+std::unique_ptr<engine::Engine> ModelEngine(const std::string& file_name,
+                                            engine::EngineConfig config = {});
 // A started CPU engine serving make-model preset `preset` (seed 0, f32).
 std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
                                              engine::EngineConfig config = {});
