@@ -11,17 +11,10 @@
 #include "absl/status/statusor.h"
 #include "kernels/batch.h"
 #include "kernels/kv_cache.h"
+#include "kernels/rope.h"
 #include "kernels/tensor.h"
 
 namespace pagoda::kernels {
-
-struct RopeParams {
-  int32_t num_heads = 0;     // query heads in q
-  int32_t num_kv_heads = 0;  // heads in k
-  int32_t head_dim = 0;
-  int32_t rope_dim = 0;  // leading dims of each head that rotate (== head_dim usually)
-  float freq_base = 10000.f;
-};
 
 struct AttentionParams {
   int32_t num_heads = 0;
@@ -68,12 +61,15 @@ class Backend {
   // out = x * w^T. x [n, k], w [m, k] (a weight), out [n, m].
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
   // Rotates q [n, num_heads * head_dim] and k [n, num_kv_heads * head_dim] in place by the
-  // batch positions, pairing adjacent elements (2i, 2i+1) as GGUF's `llama` layout stores them.
+  // batch positions as ggml_rope_ext does: adjacent pairs (2i, 2i+1) as GGUF's `llama`
+  // layout stores them, or NEOX pairs (i, i + rope_dim/2) when params.neox.
   virtual void Rope(const Tensor& q, const Tensor& k, const RopeParams& params) = 0;
   // out = silu(gate) * up, elementwise. gate, up, out [n, ffn].
   virtual void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   // x += y, elementwise. x, y [n, dim].
   virtual void Add(const Tensor& x, const Tensor& y) = 0;
+  // x[r] += bias[0] for every row r. x [n, d] of any dtype, bias [1, d] f32.
+  virtual void AddBias(const Tensor& x, const Tensor& bias) = 0;
   // Writes k, v [num_tokens, num_kv_heads * head_dim] of the batch tokens into `layer` of the
   // cache at their slot_mapping slots.
   virtual void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,

@@ -31,6 +31,36 @@ absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, i
   return gguf::DequantizeToF32(*t, absl::MakeSpan(out->data() + start, rows * cols));
 }
 
+// Reads the optional 1-D tensors `parts` (name, length) as one f32 row of their summed
+// length, a missing part reading as zeros, into fresh backend memory. An empty tensor when
+// none of them is in the file; InvalidArgument when one has the wrong shape.
+absl::StatusOr<OwnedTensor> LoadOptionalRow(
+    const gguf::GgufFile& file, std::initializer_list<std::pair<std::string, int64_t>> parts,
+    kernels::Backend* backend) {
+  std::vector<float> host;
+  bool any = false;
+  for (const auto& [name, len] : parts) {
+    const size_t at = host.size();
+    const gguf::TensorInfo* t = file.FindTensor(name);
+    if (t == nullptr) {
+      host.resize(at + static_cast<size_t>(len), 0.f);
+      continue;
+    }
+    if (t->dims.size() != 1 || t->dims[0] != static_cast<uint64_t>(len)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: tensor ", name, " has the wrong shape (want ", len, ")"));
+    }
+    any = true;
+    host.resize(at + static_cast<size_t>(len));
+    RETURN_IF_ERROR(gguf::DequantizeToF32(*t, absl::MakeSpan(host.data() + at, len)));
+  }
+  if (!any) return OwnedTensor{};
+  const int64_t cols = static_cast<int64_t>(host.size());
+  ASSIGN_OR_RETURN(OwnedTensor t, backend->AllocateTensor(kernels::DType::kF32, 1, cols));
+  RETURN_IF_ERROR(backend->CopyToDevice(t.view.data, host.data(), host.size() * sizeof(float)));
+  return t;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const gguf::GgufFile& file,
@@ -38,7 +68,54 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const gguf::GgufFil
   ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
   std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(config), backend));
   RETURN_IF_ERROR(model->LoadWeights(file));
+  RETURN_IF_ERROR(model->LoadOptionalTensors(file));
   return model;
+}
+
+absl::Status LlamaModel::LoadOptionalTensors(const gguf::GgufFile& file) {
+  const LlamaConfig& c = config_;
+  kernels::Backend* be = backend_;
+  if (c.has_rope_freqs) {
+    ASSIGN_OR_RETURN(rope_freqs_,
+                     LoadOptionalRow(file, {{"rope_freqs.weight", c.rope_dim / 2}}, be));
+  }
+  if (c.arch == Architecture::kQwen2) {
+    ASSIGN_OR_RETURN(output_b_, LoadOptionalRow(file, {{"output.bias", c.vocab_size}}, be));
+  }
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    Layer& L = layers_[l];
+    ASSIGN_OR_RETURN(L.b_qkv, LoadOptionalRow(file,
+                                              {{p + "attn_q.bias", c.q_dim()},
+                                               {p + "attn_k.bias", c.kv_dim()},
+                                               {p + "attn_v.bias", c.kv_dim()}},
+                                              be));
+    if (c.arch != Architecture::kLlama) continue;  // qwen2 reads no other bias
+    ASSIGN_OR_RETURN(L.b_o, LoadOptionalRow(file, {{p + "attn_output.bias", c.dim}}, be));
+    ASSIGN_OR_RETURN(
+        L.b_gate_up,
+        LoadOptionalRow(file, {{p + "ffn_gate.bias", c.ffn_dim}, {p + "ffn_up.bias", c.ffn_dim}},
+                        be));
+    ASSIGN_OR_RETURN(L.b_down, LoadOptionalRow(file, {{p + "ffn_down.bias", c.dim}}, be));
+  }
+  return absl::OkStatus();
+}
+
+kernels::RopeParams LlamaModel::MakeRopeParams() const {
+  const LlamaConfig& c = config_;
+  return {.num_heads = c.num_heads,
+          .num_kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .rope_dim = c.rope_dim,
+          .freq_base = c.rope_freq_base,
+          .neox = c.rope_neox,
+          .freq_factors = rope_freqs_.view,
+          .freq_scale = c.rope_freq_scale,
+          .ext_factor = c.rope_ext_factor,
+          .attn_factor = c.rope_attn_factor,
+          .beta_fast = c.rope_beta_fast,
+          .beta_slow = c.rope_beta_slow,
+          .n_ctx_orig = c.rope_orig_context};
 }
 
 absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
@@ -161,12 +238,8 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
 
   be.RmsNorm(x, L.attn_norm.view, c.rms_eps, xn);
   be.MatMul(xn, L.wqkv.view, qkv);
-  be.Rope(q, k,
-          {.num_heads = c.num_heads,
-           .num_kv_heads = c.num_kv_heads,
-           .head_dim = c.head_dim,
-           .rope_dim = c.rope_dim,
-           .freq_base = c.rope_freq_base});
+  if (L.b_qkv.view.data != nullptr) be.AddBias(qkv, L.b_qkv.view);
+  be.Rope(q, k, MakeRopeParams());
   be.WriteKv(k, v, cache, index);
   be.Attention(q, cache, index,
                {.num_heads = c.num_heads,
@@ -175,11 +248,14 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
                 .scale = 1.f / std::sqrt(static_cast<float>(c.head_dim))},
                attn);
   be.MatMul(attn, L.wo.view, proj);
+  if (L.b_o.view.data != nullptr) be.AddBias(proj, L.b_o.view);
   be.Add(x, proj);
   be.RmsNorm(x, L.ffn_norm.view, c.rms_eps, xn);
   be.MatMul(xn, L.w_gate_up.view, gate_up);
+  if (L.b_gate_up.view.data != nullptr) be.AddBias(gate_up, L.b_gate_up.view);
   be.SiluMul(gate_up.Cols(0, c.ffn_dim), gate_up.Cols(c.ffn_dim, c.ffn_dim), act);
   be.MatMul(act, L.w_down.view, proj);
+  if (L.b_down.view.data != nullptr) be.AddBias(proj, L.b_down.view);
   be.Add(x, proj);
 }
 
@@ -200,6 +276,7 @@ absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
   backend_->GatherLogitRows(ws_.x.view.Rows(0, n), last);
   backend_->RmsNorm(last, output_norm_.view, config_.rms_eps, last_norm);
   backend_->MatMul(last_norm, config_.tied_embeddings ? token_embd_.view : output_.view, out);
+  if (output_b_.view.data != nullptr) backend_->AddBias(out, output_b_.view);
   return backend_->ReadF32(out, logits);
 }
 

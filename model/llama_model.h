@@ -35,6 +35,12 @@ class LlamaModel {
     kernels::OwnedTensor ffn_norm;   // [1, dim]
     kernels::OwnedTensor w_gate_up;  // [2 * ffn_dim, dim]: rows of Wgate, Wup
     kernels::OwnedTensor w_down;     // [dim, ffn_dim]
+    // Optional f32 biases (view.data == nullptr when the file has none), laid out like the
+    // fused outputs: bq|bk|bv, bo, bgate|bup, bdown.
+    kernels::OwnedTensor b_qkv;      // [1, q_dim + 2 * kv_dim]
+    kernels::OwnedTensor b_o;        // [1, dim]
+    kernels::OwnedTensor b_gate_up;  // [1, 2 * ffn_dim]
+    kernels::OwnedTensor b_down;     // [1, dim]
   };
   // Activation buffers sized for `tokens` batch rows and `logit_rows` logits rows.
   struct Workspace {
@@ -47,6 +53,11 @@ class LlamaModel {
   LlamaModel(LlamaConfig config, kernels::Backend* backend)
       : config_(std::move(config)), backend_(backend) {}
   absl::Status LoadWeights(const gguf::GgufFile& file);
+  // Loads what only some files have: rope_freqs.weight and the bias vectors the
+  // architecture reads (llama.cpp's optional tensors), as f32 backend tensors.
+  absl::Status LoadOptionalTensors(const gguf::GgufFile& file);
+  // The RoPE parameters of every layer (ggml_rope_ext's, from the config).
+  kernels::RopeParams MakeRopeParams() const;
   absl::Status EnsureWorkspace(int64_t tokens, int64_t logit_rows);
   absl::Status ValidateBatch(const kernels::BatchInput& batch,
                              const kernels::PagedKvCache& cache) const;
@@ -57,6 +68,8 @@ class LlamaModel {
   kernels::OwnedTensor token_embd_;   // [vocab, dim]
   kernels::OwnedTensor output_norm_;  // [1, dim]
   kernels::OwnedTensor output_;       // [vocab, dim]; empty when tied to token_embd_
+  kernels::OwnedTensor output_b_;     // [1, vocab] f32 (qwen2's optional output.bias)
+  kernels::OwnedTensor rope_freqs_;   // [1, rope_dim / 2] f32 frequency factors, or empty
   std::vector<Layer> layers_;
   Workspace ws_;
 };

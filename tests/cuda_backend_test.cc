@@ -120,6 +120,86 @@ TEST_P(CudaOpsTest, RopeMatchesCpuOnFusedQkvViews) {
   }
 }
 
+// The same f32 [rows, cols] values on both backends, whatever the activation dtype (RoPE
+// frequency factors and biases stay f32).
+struct F32Twin {
+  OwnedTensor cpu, cuda;
+};
+F32Twin MakeF32Twin(const BackendPair& b, const std::vector<float>& values, int64_t rows,
+                    int64_t cols) {
+  F32Twin t;
+  t.cpu = *b.cpu->AllocateTensor(DType::kF32, rows, cols);
+  t.cuda = *b.cuda->AllocateTensor(DType::kF32, rows, cols);
+  EXPECT_TRUE(b.cpu->CopyToDevice(t.cpu.view.data, values.data(), values.size() * 4).ok());
+  EXPECT_TRUE(b.cuda->CopyToDevice(t.cuda.view.data, values.data(), values.size() * 4).ok());
+  return t;
+}
+
+// NEOX order, frequency factors, linear scaling and YaRN: the parameters llama.cpp's
+// llama / qwen2 graphs pass to ggml_rope_ext.
+TEST_P(CudaOpsTest, RopeVariantsMatchCpu) {
+  struct Case {
+    std::string name;
+    int32_t heads, kv_heads, head_dim;
+    float base;
+    bool neox, factors;
+    float freq_scale, ext_factor, attn_factor;
+    int32_t n_ctx_orig;
+  };
+  const std::vector<int32_t> positions = {0, 1, 3, 64, 130, 1000, 4095, 8191};
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (const Case& c : std::vector<Case>{
+           {"neox", 4, 2, 64, 1000000.f, true, false, 1.f, 0.f, 1.f, 0},
+           {"freq factors", 8, 4, 8, 10000.f, false, true, 1.f, 0.f, 1.f, 0},
+           {"freq factors head 128", 4, 1, 128, 500000.f, false, true, 1.f, 0.f, 1.f, 0},
+           {"linear", 4, 2, 64, 10000.f, false, false, 0.25f, 0.f, 1.f, 0},
+           {"yarn", 8, 4, 8, 10000.f, false, false, 0.25f, 1.f, 1.f, 128},
+           {"yarn neox", 4, 2, 128, 1000000.f, true, false, 0.25f, 1.f, 0.9f, 32768}}) {
+    Prepare(FlatBatch(positions));
+    const int64_t q_dim = int64_t{c.heads} * c.head_dim;
+    const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim;
+    const int64_t width = q_dim + 2 * kv_dim;
+    TwinTensor qkv = MakeTwin(b_, RandomValues(n * width, rng_), n, width, 2, 1);
+    F32Twin factors =
+        MakeF32Twin(b_, RandomValues(c.head_dim / 2, rng_, 1.f, 8.f), 1, c.head_dim / 2);
+    RopeParams p{.num_heads = c.heads,
+                 .num_kv_heads = c.kv_heads,
+                 .head_dim = c.head_dim,
+                 .rope_dim = c.head_dim,
+                 .freq_base = c.base,
+                 .neox = c.neox,
+                 .freq_scale = c.freq_scale,
+                 .ext_factor = c.ext_factor,
+                 .attn_factor = c.attn_factor,
+                 .n_ctx_orig = c.n_ctx_orig};
+    if (c.factors) p.freq_factors = factors.cpu.view;
+    b_.cpu->Rope(qkv.cpu.Cols(0, q_dim), qkv.cpu.Cols(q_dim, kv_dim), p);
+    if (c.factors) p.freq_factors = factors.cuda.view;
+    b_.cuda->Rope(qkv.cuda.Cols(0, q_dim), qkv.cuda.Cols(q_dim, kv_dim), p);
+    Compare(qkv, absl::StrCat("Rope ", c.name));
+  }
+}
+
+TEST_P(CudaOpsTest, AddBiasMatchesCpu) {
+  const int64_t n = 7;
+  for (int64_t cols : {int64_t{96}, int64_t{300}}) {
+    TwinTensor x = MakeTwin(b_, RandomValues(n * cols, rng_), n, cols, 3, 1);
+    F32Twin bias = MakeF32Twin(b_, RandomValues(cols, rng_, -2.f, 2.f), 1, cols);
+    b_.cpu->AddBias(x.cpu, bias.cpu.view);
+    b_.cuda->AddBias(x.cuda, bias.cuda.view);
+    Compare(x, absl::StrCat("AddBias cols ", cols));
+  }
+  // f32 logits of a 16-bit model get the output bias too.
+  TwinTensor logits = MakeOutput(b_, DType::kF32, n, 50);
+  std::vector<float> zeros(n * 50, 0.f);
+  ASSERT_TRUE(b_.cuda->CopyToDevice(logits.cuda.data, zeros.data(), zeros.size() * 4).ok());
+  F32Twin bias = MakeF32Twin(b_, RandomValues(50, rng_), 1, 50);
+  b_.cpu->AddBias(logits.cpu, bias.cpu.view);
+  b_.cuda->AddBias(logits.cuda, bias.cuda.view);
+  ASSERT_TRUE(b_.cuda->Synchronize().ok());
+  ExpectAllClose(Read(*b_.cuda, logits.cuda), Read(*b_.cpu, logits.cpu), 0, "AddBias to f32");
+}
+
 TEST_P(CudaOpsTest, SiluMulAndAddMatchCpu) {
   const int64_t n = 6;
   const int64_t ffn = 172;

@@ -1,6 +1,6 @@
-// End to end on CUDA: greedy decoding of stories260K in fp32 reproduces the golden token
-// ids (llama.cpp's), prefill then one token per step through a shuffled block table; a
-// bf16 run must produce in-vocabulary tokens. Skips without a device.
+// End to end on CUDA: greedy decoding of stories260K and its RoPE / qwen2 variants in fp32
+// reproduces the golden token ids (llama.cpp's), prefill then one token per step through a
+// shuffled block table; a bf16 run must produce in-vocabulary tokens. Skips without a device.
 #include <algorithm>
 #include <memory>
 #include <numeric>
@@ -122,6 +122,43 @@ TEST_F(CudaModelTest, GreedyBf16StaysInVocabulary) {
     EXPECT_LT(id, model->config().vocab_size);
   }
 }
+
+// The stories260K variants (rope_freqs, qwen2 with biases, linear and YaRN scaling) in
+// fp32 reproduce llama.cpp's greedy tokens on CUDA too.
+class CudaVariantTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaVariantTest, GreedyF32MatchesGolden) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  auto file = gguf::GgufFile::Open(pagoda::testing::ModelPath(GetParam() + ".gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const auto golden = nlohmann::json::parse(
+      pagoda::testing::ReadFileOrDie(pagoda::testing::ModelPath(GetParam() + ".golden.json")));
+  auto backend = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
+                                            {.dtype = kernels::DType::kF32});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto model = LlamaModel::Load(**file, backend->get());
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const auto& c : golden["cases"]) {
+    const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
+    // The ids of llama.cpp's plain attention path where its CPU flash attention differs
+    // (see model_golden_test.cc).
+    auto want = c.value("output_token_ids_flash_attn_off",
+                        c["output_token_ids"].get<std::vector<int32_t>>());
+    std::vector<int32_t> got = Greedy(**model, prompt, static_cast<int32_t>(want.size()));
+    EXPECT_EQ(got, want) << "prompt of " << prompt.size() << " tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stories260KVariants, CudaVariantTest,
+                         ::testing::Values("stories260K-rope-freqs", "stories260K-qwen2",
+                                           "stories260K-linear", "stories260K-yarn"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.substr(info.param.find('-') + 1);
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace pagoda::model

@@ -28,7 +28,12 @@ std::unique_ptr<engine::Engine> Start(std::unique_ptr<gguf::GgufFile> file,
 }  // namespace
 
 std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config) {
-  auto file = gguf::GgufFile::Open(ModelPath("stories260K.gguf"));
+  return ModelEngine("stories260K.gguf", config);
+}
+
+std::unique_ptr<engine::Engine> ModelEngine(const std::string& file_name,
+                                            engine::EngineConfig config) {
+  auto file = gguf::GgufFile::Open(ModelPath(file_name));
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return nullptr;
   return Start(*std::move(file), config);

@@ -18,6 +18,9 @@ std::unique_ptr<engine::Engine> StoriesEngine(engine::EngineConfig config = {});
 // keys, e.g. {"tokenizer.ggml.eot_token_id", 7}.
 std::unique_ptr<engine::Engine> StoriesEngineWithKeys(
     const std::vector<std::pair<std::string, int32_t>>& keys, engine::EngineConfig config = {});
+// A started CPU engine (2 threads) serving the test model file `file_name` (ModelPath).
+std::unique_ptr<engine::Engine> ModelEngine(const std::string& file_name,
+                                            engine::EngineConfig config = {});
 // A started CPU engine serving make-model preset `preset` (seed 0, f32).
 std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
                                              engine::EngineConfig config = {});

@@ -2,7 +2,9 @@
 """A float64 Llama forward pass in plain Python, independent of pagoda's C++ code.
 
 It reads a GGUF file (F32/F16 tensors), runs greedy decoding with exact arithmetic and
-prints the top-N log-probabilities of each step. With --pagoda it also runs
+prints the top-N log-probabilities of each step. Architectures llama and qwen2 (NEOX RoPE,
+q/k/v biases), with rope_freqs.weight and linear / YaRN rope scaling as llama.cpp applies
+them. With --pagoda it also runs
 `pagoda generate --json --logprobs N` on the same prompt and checks that the tokens are
 identical and every logprob agrees within --tolerance: a check of the whole C++ forward
 pass (RoPE layout, GQA mapping, norms, attention) against first principles. Only for small
@@ -76,7 +78,10 @@ class Gguf:
 
 class Llama:
     def __init__(self, g):
-        a = "llama."
+        arch = g.meta["general.architecture"].decode()
+        if arch not in ("llama", "qwen2"):
+            raise ValueError(f"unsupported architecture {arch}")
+        a = arch + "."
         self.dim = g.meta[a + "embedding_length"]
         self.n_layers = g.meta[a + "block_count"]
         self.n_heads = g.meta[a + "attention.head_count"]
@@ -85,6 +90,25 @@ class Llama:
         self.rope_dim = g.meta.get(a + "rope.dimension_count", self.hd)
         self.base = g.meta.get(a + "rope.freq_base", 10000.0)
         self.eps = g.meta.get(a + "attention.layer_norm_rms_epsilon", 1e-5)
+        # RoPE as ggml_rope_ext defines it, with llama.cpp's parameters for this file:
+        # NEOX pairs for qwen2, rope_freqs divisors (llama), linear or YaRN scaling.
+        self.neox = arch == "qwen2"
+        scaling = g.meta.get(a + "rope.scaling.type", b"linear").decode()
+        factor = g.meta.get(a + "rope.scaling.factor", g.meta.get(a + "rope.scale_linear", 0.0))
+        self.freq_scale = 1.0 if scaling == "none" or factor == 0 else 1.0 / factor
+        self.ext_factor = 1.0 if scaling == "yarn" else 0.0
+        # YaRN's magnitude scale is cancelled by llama.cpp before ggml applies it again.
+        self.attn_factor = g.meta.get(a + "rope.scaling.attn_factor", 1.0)
+        n_orig = g.meta.get(a + "rope.scaling.original_context_length",
+                            g.meta.get(a + "context_length", 2048))
+
+        def corr_dim(rotations):
+            return (self.rope_dim * math.log(n_orig / (rotations * 2 * math.pi))
+                    / (2 * math.log(self.base)))
+        self.corr = (max(0.0, math.floor(corr_dim(32))),
+                     min(self.rope_dim - 1.0, math.ceil(corr_dim(1))))
+        self.freq_factors = (g.matrix("rope_freqs.weight")
+                             if arch == "llama" and "rope_freqs.weight" in g.tensors else None)
         self.embed = g.matrix("token_embd.weight")
         self.out = g.matrix("output.weight") if "output.weight" in g.tensors else self.embed
         self.out_norm = g.matrix("output_norm.weight")
@@ -92,8 +116,17 @@ class Llama:
                  "ffn_down", "ffn_up", "ffn_norm"]
         self.layers = [{n: g.matrix(f"blk.{l}.{n}.weight") for n in names}
                        for l in range(self.n_layers)]
+        for l, w in enumerate(self.layers):
+            for n in ("attn_q", "attn_k", "attn_v"):
+                name = f"blk.{l}.{n}.bias"
+                if name in g.tensors:
+                    w[n + "_b"] = g.matrix(name)
         self.k_cache = [[] for _ in range(self.n_layers)]
         self.v_cache = [[] for _ in range(self.n_layers)]
+
+    def _proj(self, w, n, x):
+        y = self._mv(w[n], x)
+        return [a + b for a, b in zip(y, w[n + "_b"])] if n + "_b" in w else y
 
     @staticmethod
     def _mv(w, x):
@@ -104,15 +137,26 @@ class Llama:
         return [v * scale * ww for v, ww in zip(x, w)]
 
     def _rope(self, v, pos, heads):
-        # GGUF `llama` layout: pairs (2i, 2i+1) of each head rotate by pos * base^(-2i/d).
+        # `llama` rotates pairs (2i, 2i+1) of each head, qwen2 (NEOX) pairs (i, i + d/2).
         out = list(v)
+        half = self.rope_dim // 2
         for h in range(heads):
-            for i in range(self.rope_dim // 2):
-                th = pos * self.base ** (-2.0 * i / self.rope_dim)
-                c, s = math.cos(th), math.sin(th)
-                a, b = v[h * self.hd + 2 * i], v[h * self.hd + 2 * i + 1]
-                out[h * self.hd + 2 * i] = a * c - b * s
-                out[h * self.hd + 2 * i + 1] = a * s + b * c
+            for i in range(half):
+                extrap = pos * self.base ** (-2.0 * i / self.rope_dim)
+                if self.freq_factors is not None:
+                    extrap /= self.freq_factors[i]
+                th = self.freq_scale * extrap
+                mscale = self.attn_factor
+                if self.ext_factor != 0:
+                    y = (i - self.corr[0]) / max(0.001, self.corr[1] - self.corr[0])
+                    mix = (1 - min(1.0, max(0.0, y))) * self.ext_factor
+                    th = th * (1 - mix) + extrap * mix
+                    mscale *= 1 + 0.1 * math.log(1 / self.freq_scale)
+                c, s = math.cos(th) * mscale, math.sin(th) * mscale
+                ia = h * self.hd + (i if self.neox else 2 * i)
+                ib = ia + (half if self.neox else 1)
+                out[ia] = v[ia] * c - v[ib] * s
+                out[ib] = v[ia] * s + v[ib] * c
         return out
 
     def _attention(self, l, q):
@@ -136,9 +180,9 @@ class Llama:
         x = list(self.embed[token])
         for l, w in enumerate(self.layers):
             xn = self._rms(x, w["attn_norm"])
-            q = self._rope(self._mv(w["attn_q"], xn), pos, self.n_heads)
-            self.k_cache[l].append(self._rope(self._mv(w["attn_k"], xn), pos, self.n_kv))
-            self.v_cache[l].append(self._mv(w["attn_v"], xn))
+            q = self._rope(self._proj(w, "attn_q", xn), pos, self.n_heads)
+            self.k_cache[l].append(self._rope(self._proj(w, "attn_k", xn), pos, self.n_kv))
+            self.v_cache[l].append(self._proj(w, "attn_v", xn))
             x = [a + b for a, b in zip(x, self._mv(w["attn_output"], self._attention(l, q)))]
             xn = self._rms(x, w["ffn_norm"])
             gate, up = self._mv(w["ffn_gate"], xn), self._mv(w["ffn_up"], xn)

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/cpu/cpu_rope.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -115,26 +116,7 @@ class CpuBackend final : public Backend {
   }
 
   void Rope(const Tensor& q, const Tensor& k, const RopeParams& p) override {
-    const int32_t half = p.rope_dim / 2;
-    const float theta_scale = std::pow(p.freq_base, -2.f / static_cast<float>(p.rope_dim));
-    ForRows(q.rows, q.cols + k.cols, [&](int64_t r) {
-      // Angles for pair i are pos * theta_scale^i, built by repeated multiplication.
-      float cos_sin[2 * 256];
-      float* cs = half <= 256 ? cos_sin : nullptr;
-      std::vector<float> heap;
-      if (cs == nullptr) {
-        heap.resize(2 * half);
-        cs = heap.data();
-      }
-      float theta = static_cast<float>(batch_.positions[r]);
-      for (int32_t i = 0; i < half; ++i) {
-        cs[2 * i] = std::cos(theta);
-        cs[2 * i + 1] = std::sin(theta);
-        theta *= theta_scale;
-      }
-      RotateHeads(q.row<float>(r), p.num_heads, p.head_dim, half, cs);
-      RotateHeads(k.row<float>(r), p.num_kv_heads, p.head_dim, half, cs);
-    });
+    cpu::Rope(batch_, q, k, p, &pool_);
   }
 
   void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
@@ -150,6 +132,14 @@ class CpuBackend final : public Backend {
     ForRows(x.rows, x.cols, [&](int64_t r) {
       float* a = x.row<float>(r);
       const float* b = y.row<float>(r);
+      for (int64_t c = 0; c < x.cols; ++c) a[c] += b[c];
+    });
+  }
+
+  void AddBias(const Tensor& x, const Tensor& bias) override {
+    const float* b = bias.row<const float>(0);
+    ForRows(x.rows, x.cols, [&](int64_t r) {
+      float* a = x.row<float>(r);
       for (int64_t c = 0; c < x.cols; ++c) a[c] += b[c];
     });
   }
@@ -179,22 +169,6 @@ class CpuBackend final : public Backend {
     pool_.ParallelFor(rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) fn(r);
     });
-  }
-
-  // Rotates pairs (2i, 2i+1), i < half, of each of `heads` heads of `x` by angle i.
-  static void RotateHeads(float* x, int32_t heads, int32_t head_dim, int32_t half,
-                          const float* cos_sin) {
-    for (int32_t h = 0; h < heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
-      for (int32_t i = 0; i < half; ++i) {
-        const float c = cos_sin[2 * i];
-        const float s = cos_sin[2 * i + 1];
-        const float x0 = v[2 * i];
-        const float x1 = v[2 * i + 1];
-        v[2 * i] = x0 * c - x1 * s;
-        v[2 * i + 1] = x0 * s + x1 * c;
-      }
-    }
   }
 
   ThreadPool pool_;

@@ -17,6 +17,16 @@ __global__ void __launch_bounds__(kThreads) AddKernel(const AddParams p, int64_t
   *x = FromF32<T>(ToF32(*x) + y);
 }
 
+// The same grid as AddKernel; y is one f32 row shared by every row of x.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) AddBiasKernel(const AddBiasParams p, int64_t row0) {
+  const int64_t r = row0 + blockIdx.y;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (c >= p.cols) return;
+  T* x = static_cast<T*>(p.x) + r * p.x_stride + c;
+  *x = FromF32<T>(ToF32(*x) + p.bias[c]);
+}
+
 }  // namespace
 
 cudaError_t LaunchAdd(const AddParams& p, cudaStream_t stream) {
@@ -27,6 +37,19 @@ cudaError_t LaunchAdd(const AddParams& p, cudaStream_t stream) {
     for (int64_t row0 = 0; row0 < p.rows; row0 += 65535) {
       const unsigned n = static_cast<unsigned>(p.rows - row0 < 65535 ? p.rows - row0 : 65535);
       AddKernel<T><<<dim3(col_blocks, n), kThreads, 0, stream>>>(p, row0);
+    }
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAddBias(const AddBiasParams& p, cudaStream_t stream) {
+  if (p.rows == 0 || p.cols == 0) return cudaSuccess;
+  const unsigned col_blocks = static_cast<unsigned>((p.cols + kThreads - 1) / kThreads);
+  const bool ok = DispatchDType(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t row0 = 0; row0 < p.rows; row0 += 65535) {
+      const unsigned n = static_cast<unsigned>(p.rows - row0 < 65535 ? p.rows - row0 : 65535);
+      AddBiasKernel<T><<<dim3(col_blocks, n), kThreads, 0, stream>>>(p, row0);
     }
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;

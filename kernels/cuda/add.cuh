@@ -1,4 +1,5 @@
-// In-place elementwise sum: x += y (the residual connection).
+// In-place elementwise sums: x += y (the residual connection) and x[r] += bias (a row
+// broadcast: the projection biases).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,5 +22,17 @@ struct AddParams {
 
 // Queues the op on `stream`; returns the launch error, if any.
 cudaError_t LaunchAdd(const AddParams& p, cudaStream_t stream);
+
+struct AddBiasParams {
+  void* x = nullptr;            // [rows, x_stride] of dtype, updated in place
+  const float* bias = nullptr;  // [cols] f32, added to every row
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t x_stride = 0;
+};
+
+// Queues the op on `stream`; returns the launch error, if any.
+cudaError_t LaunchAddBias(const AddBiasParams& p, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

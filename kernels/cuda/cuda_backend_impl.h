@@ -43,6 +43,7 @@ class CudaBackend final : public Backend {
   void Rope(const Tensor& q, const Tensor& k, const RopeParams& params) override;
   void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void Add(const Tensor& x, const Tensor& y) override;
+  void AddBias(const Tensor& x, const Tensor& bias) override;
   void WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache, int32_t layer) override;
   void Attention(const Tensor& q, const PagedKvCache& cache, int32_t layer,
                  const AttentionParams& params, const Tensor& out) override;

@@ -1,6 +1,7 @@
 // The operators of the CUDA backend: shape checks on the host, then one kernel launch (or
 // cuBLAS call) queued on the backend's stream. A failed check or launch is recorded and
 // reported by the next Synchronize / ReadF32 / CopyToHost.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -113,16 +114,21 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& out) {
 
 void CudaBackend::Rope(const Tensor& q, const Tensor& k, const RopeParams& params) {
   if (!HaveBatch("Rope")) return;
+  const Tensor& ff = params.freq_factors;
   PAGODA_CHECK_OP(
       q.rows == k.rows && q.rows <= batch_.num_tokens() && q.dtype == k.dtype &&
           q.cols == int64_t{params.num_heads} * params.head_dim &&
           k.cols == int64_t{params.num_kv_heads} * params.head_dim && params.rope_dim % 2 == 0 &&
           params.rope_dim >= 0 && params.rope_dim <= params.head_dim,
       "Rope", absl::StrCat("q ", Describe(q), ", k ", Describe(k), ", rope_dim ", params.rope_dim));
+  PAGODA_CHECK_OP(ff.data == nullptr ||
+                      (ff.dtype == DType::kF32 && ff.rows == 1 && ff.cols >= params.rope_dim / 2),
+                  "Rope", absl::StrCat("freq_factors ", Describe(ff)));
   RopeLaunchParams p;
   p.q = q.data;
   p.k = k.data;
   p.positions = dev_batch_.positions;
+  p.freq_factors = static_cast<const float*>(ff.data);
   p.dtype = q.dtype;
   p.rows = q.rows;
   p.q_stride = q.stride;
@@ -131,8 +137,18 @@ void CudaBackend::Rope(const Tensor& q, const Tensor& k, const RopeParams& param
   p.num_kv_heads = params.num_kv_heads;
   p.head_dim = params.head_dim;
   p.rope_dim = params.rope_dim;
-  // Same expression as the CPU backend, so the angles round identically.
+  p.neox = params.neox;
+  // Same expressions as the CPU backend (kernels/cpu/cpu_rope.cc), so they round identically.
   p.theta_scale = std::pow(params.freq_base, -2.f / static_cast<float>(params.rope_dim));
+  p.freq_scale = params.freq_scale;
+  p.ext_factor = params.ext_factor;
+  p.mscale = params.attn_factor;
+  if (params.ext_factor != 0.f) {
+    p.mscale *= 1.f + 0.1f * std::log(1.f / params.freq_scale);
+    const std::array<float, 2> corr = RopeYarnCorrDims(params);
+    p.corr_low = corr[0];
+    p.corr_high = corr[1];
+  }
   RecordLaunch(LaunchRope(p, stream_), "Rope");
 }
 
@@ -166,6 +182,19 @@ void CudaBackend::Add(const Tensor& x, const Tensor& y) {
   p.x_stride = x.stride;
   p.y_stride = y.stride;
   RecordLaunch(LaunchAdd(p, stream_), "Add");
+}
+
+void CudaBackend::AddBias(const Tensor& x, const Tensor& bias) {
+  PAGODA_CHECK_OP(bias.rows == 1 && bias.cols == x.cols && bias.dtype == DType::kF32, "AddBias",
+                  absl::StrCat(Describe(x), " += ", Describe(bias)));
+  AddBiasParams p;
+  p.x = x.data;
+  p.bias = static_cast<const float*>(bias.data);
+  p.dtype = x.dtype;
+  p.rows = x.rows;
+  p.cols = x.cols;
+  p.x_stride = x.stride;
+  RecordLaunch(LaunchAddBias(p, stream_), "AddBias");
 }
 
 void CudaBackend::WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& cache,
