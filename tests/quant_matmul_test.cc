@@ -234,3 +234,4 @@ TEST(Quantizers, HandCheckedBlocks) {
 
 }  // namespace
 }  // namespace pagoda::kernels
+
