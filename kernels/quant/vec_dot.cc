@@ -122,151 +122,162 @@ PAGODA_HOT float DotQ8_0(const BlockQ8_0* x, const BlockQ8_0* y, int64_t nb) {
   return lanes.Sum();
 }
 
-PAGODA_HOT float DotQ2_K(const BlockQ2_K* x, const BlockQ8_K* y, int64_t nb) {
-  float sumf = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q2 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    const uint8_t* sc = x[i].scales;
-    int summs = 0;
-    for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
-    const float dall = y[i].d * H(x[i].d);
-    const float dmin = y[i].d * H(x[i].dmin);
-    int isum = 0, is = 0;
-    for (int k = 0; k < kQkK / 128; ++k, q2 += 32) {
-      for (int shift = 0; shift < 8; shift += 2, q8 += 32) {
-        int d = sc[is++] & 0xF;
-        int isuml = 0;
-        for (int l = 0; l < 16; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
-        isum += d * isuml;
-        d = sc[is++] & 0xF;
-        isuml = 0;
-        for (int l = 16; l < 32; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
-        isum += d * isuml;
-      }
-    }
-    sumf += dall * static_cast<float>(isum) - dmin * static_cast<float>(summs);
+// The K formats follow ggml's x86 AVX2 kernels too. Per super-block, lane u (0..7)
+// of an exact integer accumulator collects, for each 32-element chunk, the chunk's scale
+// times the sum over the chunk's elements 4u..4u+3 (16-element groups: lanes 0..3 use the
+// first group's scale, 4..7 the second's); then acc[u] = fma(d, lane u, acc[u]).
+
+// Adds one 32-element chunk of quants q (values as the kernels hold them) times y.
+PAGODA_HOT void AddChunk(const int* q, const int8_t* y, int scale_lo, int scale_hi, int32_t* sumi) {
+  for (int u = 0; u < 8; ++u) {
+    const int s = q[4 * u] * y[4 * u] + q[4 * u + 1] * y[4 * u + 1] + q[4 * u + 2] * y[4 * u + 2] +
+                  q[4 * u + 3] * y[4 * u + 3];
+    sumi[u] += (u < 4 ? scale_lo : scale_hi) * s;
   }
-  return sumf;
 }
 
-// The K formats below all end like ggml's generic code: per super-block, integer sums of
-// 8 lanes (element l of every group of 8 goes to lane l), scaled into 8 float lane sums
-// that are added at the end.
-PAGODA_HOT void AddLanes(const int8_t* a, const int8_t* q8, const int* group_scale, int group_size,
-              int32_t* aux32) {
-  for (int g = 0; g < kQkK / group_size; ++g) {
-    for (int k = 0; k < group_size; k += 8) {
-      for (int l = 0; l < 8; ++l) {
-        const int16_t p = static_cast<int16_t>(q8[l] * a[l]);
-        aux32[l] += group_scale[g] * p;
-      }
-      q8 += 8;
-      a += 8;
+PAGODA_HOT void FmaLanes(float d, const int32_t* sumi, Lanes* acc) {
+  for (int u = 0; u < 8; ++u) acc->acc[u] = std::fma(d, static_cast<float>(sumi[u]), acc->acc[u]);
+}
+
+PAGODA_HOT float DotQ2_K(const BlockQ2_K* x, const BlockQ8_K* y, int64_t nb) {
+  Lanes acc;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    const float dmin = -y[i].d * H(x[i].dmin);
+    const uint8_t* sc = x[i].scales;
+    int32_t mins[8];
+    for (int u = 0; u < 8; ++u) {
+      mins[u] = (sc[2 * u] >> 4) * y[i].bsums[2 * u] + (sc[2 * u + 1] >> 4) * y[i].bsums[2 * u + 1];
     }
+    FmaLanes(dmin, mins, &acc);
+    int32_t sumi[8] = {};
+    int q[32];
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        for (int l = 0; l < 32; ++l) q[l] = (x[i].qs[32 * j + l] >> (2 * k)) & 3;
+        const int g = 8 * j + 2 * k;
+        AddChunk(q, y[i].qs + 128 * j + 32 * k, sc[g] & 0xF, sc[g + 1] & 0xF, sumi);
+      }
+    }
+    FmaLanes(d, sumi, &acc);
   }
+  return acc.Sum();
 }
 
 PAGODA_HOT float DotQ3_K(const BlockQ3_K* x, const BlockQ8_K* y, int64_t nb) {
-  float sums[8] = {};
+  Lanes acc;
   for (int64_t i = 0; i < nb; ++i) {
-    int8_t aux8[kQkK];
-    const uint8_t* q3 = x[i].qs;
-    const uint8_t* hm = x[i].hmask;
-    int8_t* a = aux8;
-    uint8_t m = 1;
-    for (int j = 0; j < kQkK; j += 128, q3 += 32) {
-      for (int shift = 0; shift < 8; shift += 2, a += 32, m = static_cast<uint8_t>(m << 1)) {
-        for (int l = 0; l < 32; ++l) {
-          a[l] = static_cast<int8_t>(((q3[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
-        }
-      }
-    }
+    const float d = y[i].d * H(x[i].d);
     int8_t scales[16];
     UnpackQ3KScales(x[i].scales, scales);
-    int group_scale[16];
-    for (int j = 0; j < 16; ++j) group_scale[j] = scales[j];
-    int32_t aux32[8] = {};
-    AddLanes(aux8, y[i].qs, group_scale, 16, aux32);
-    const float d = H(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(aux32[l]);
-  }
-  float sumf = 0;
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
-}
-
-// Q4_K and Q5_K: quants in aux8 (from `unpack`), 6-bit scales and mins.
-template <typename Block, typename Unpack>
-PAGODA_HOT float DotK4(const Block* x, const BlockQ8_K* y, int64_t nb, Unpack unpack) {
-  float sums[8] = {};
-  float sumf = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int8_t aux8[kQkK];
-    unpack(x[i], aux8);
-    int group_scale[8];
-    int sumi = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      ScaleMinK4(j, x[i].scales, &sc, &m);
-      group_scale[j] = sc;
-      sumi += (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) * m;
-    }
-    int32_t aux32[8] = {};
-    AddLanes(aux8, y[i].qs, group_scale, 32, aux32);
-    const float d = H(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(aux32[l]);
-    const float dmin = H(x[i].dmin) * y[i].d;
-    sumf -= dmin * static_cast<float>(sumi);
-  }
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
-}
-
-PAGODA_HOT void UnpackQ4_K(const BlockQ4_K& b, int8_t* a) {
-  const uint8_t* q4 = b.qs;
-  for (int j = 0; j < kQkK / 64; ++j, q4 += 32, a += 64) {
-    for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>(q4[l] & 0xF);
-    for (int l = 0; l < 32; ++l) a[l + 32] = static_cast<int8_t>(q4[l] >> 4);
-  }
-}
-
-PAGODA_HOT void UnpackQ5_K(const BlockQ5_K& b, int8_t* a) {
-  const uint8_t* q4 = b.qs;
-  uint8_t m = 1;
-  for (int j = 0; j < kQkK / 64; ++j, q4 += 32, a += 64) {
-    for (int l = 0; l < 32; ++l) a[l] = static_cast<int8_t>((q4[l] & 0xF) + (b.qh[l] & m ? 16 : 0));
-    m = static_cast<uint8_t>(m << 1);
-    for (int l = 0; l < 32; ++l) a[l + 32] = static_cast<int8_t>((q4[l] >> 4) + (b.qh[l] & m ? 16 : 0));
-    m = static_cast<uint8_t>(m << 1);
-  }
-}
-
-PAGODA_HOT float DotQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
-  float sums[8] = {};
-  for (int64_t i = 0; i < nb; ++i) {
-    int8_t aux8[kQkK];
-    const uint8_t* q4 = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    int8_t* a = aux8;
-    for (int j = 0; j < kQkK; j += 128, a += 128, q4 += 64, qh += 32) {
-      for (int l = 0; l < 32; ++l) {
-        a[l] = static_cast<int8_t>(((q4[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-        a[l + 32] = static_cast<int8_t>(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-        a[l + 64] = static_cast<int8_t>(((q4[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-        a[l + 96] = static_cast<int8_t>(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    int32_t sumi[8] = {};
+    int q[32];
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        const int bit = 4 * j + k;
+        for (int l = 0; l < 32; ++l) {
+          q[l] = ((x[i].qs[32 * j + l] >> (2 * k)) & 3) - (((x[i].hmask[l] >> bit) & 1) ? 0 : 4);
+        }
+        const int g = 8 * j + 2 * k;
+        AddChunk(q, y[i].qs + 128 * j + 32 * k, scales[g], scales[g + 1], sumi);
       }
     }
-    int group_scale[16];
-    for (int j = 0; j < 16; ++j) group_scale[j] = x[i].scales[j];
-    int32_t aux32[8] = {};
-    AddLanes(aux8, y[i].qs, group_scale, 16, aux32);
-    const float d = H(x[i].d) * y[i].d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * static_cast<float>(aux32[l]);
+    FmaLanes(d, sumi, &acc);
   }
-  float sumf = 0;
-  for (int l = 0; l < 8; ++l) sumf += sums[l];
-  return sumf;
+  return acc.Sum();
+}
+
+// The min term of Q4_K/Q5_K: sum over the 8 groups of 32 of min * (sum of their quants).
+PAGODA_HOT void MinProducts(const BlockQ8_K& y, const uint8_t* mins, int32_t* prod4) {
+  int32_t g[8];
+  for (int t = 0; t < 8; ++t) g[t] = y.bsums[2 * t] + y.bsums[2 * t + 1];
+  for (int k = 0; k < 4; ++k) prod4[k] = mins[2 * k] * g[2 * k] + mins[2 * k + 1] * g[2 * k + 1];
+}
+
+// Q4_K (bits = 0) and Q5_K (bits = 1): quants of chunk c are nibble c % 2 of qs[32 * (c / 2)
+// + l], plus 16 times bit c of qh[l] for Q5_K.
+template <typename Block>
+PAGODA_HOT void KQuantSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh,
+                           const uint8_t* sc, int32_t* sumi) {
+  int q[32];
+  for (int c = 0; c < 8; ++c) {
+    const uint8_t* qs = x.qs + 32 * (c / 2);
+    for (int l = 0; l < 32; ++l) {
+      q[l] = (c % 2 == 0 ? qs[l] & 0xF : qs[l] >> 4) + (qh != nullptr ? ((qh[l] >> c) & 1) << 4 : 0);
+    }
+    AddChunk(q, y.qs + 32 * c, sc[c], sc[c], sumi);
+  }
+}
+
+PAGODA_HOT void UnpackScalesMins(const uint8_t* packed, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 8; ++j) ScaleMinK4(j, packed, &sc[j], &m[j]);
+}
+
+PAGODA_HOT float DotQ4_K(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
+  Lanes acc;
+  float acc_m[4] = {};
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    const float dmin = -y[i].d * H(x[i].dmin);
+    uint8_t sc[8], m[8];
+    UnpackScalesMins(x[i].scales, sc, m);
+    int32_t prod[4];
+    MinProducts(y[i], m, prod);
+    for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(prod[k]), acc_m[k]);
+    int32_t sumi[8] = {};
+    KQuantSums(x[i], y[i], nullptr, sc, sumi);
+    FmaLanes(d, sumi, &acc);
+  }
+  return acc.Sum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+PAGODA_HOT float DotQ5_K(const BlockQ5_K* x, const BlockQ8_K* y, int64_t nb) {
+  Lanes acc;
+  float summs = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    const float dmin = -y[i].d * H(x[i].dmin);
+    uint8_t sc[8], m[8];
+    UnpackScalesMins(x[i].scales, sc, m);
+    int32_t prod[4];
+    MinProducts(y[i], m, prod);
+    const int32_t total = (prod[0] + prod[1]) + (prod[2] + prod[3]);
+    summs = std::fma(dmin, static_cast<float>(total), summs);  // ggml's build contracts this
+    int32_t sumi[8] = {};
+    KQuantSums(x[i], y[i], x[i].qh, sc, sumi);
+    FmaLanes(d, sumi, &acc);
+  }
+  return acc.Sum() + summs;
+}
+
+// Q6_K: unsigned 6-bit quants, then 32 * (scale-weighted block sums) subtracted per lane
+// (lane u: the 16-element groups 2u and 2u + 1).
+PAGODA_HOT float DotQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
+  Lanes acc;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    const int8_t* sc = x[i].scales;
+    int32_t sumi[8] = {};
+    int q[32];
+    for (int j = 0; j < 2; ++j) {
+      const uint8_t* ql = x[i].ql + 64 * j;
+      const uint8_t* qh = x[i].qh + 32 * j;
+      for (int k = 0; k < 4; ++k) {
+        for (int l = 0; l < 32; ++l) {
+          const int low = k < 2 ? ql[l + 32 * k] & 0xF : ql[l + 32 * (k - 2)] >> 4;
+          q[l] = low | (((qh[l] >> (2 * k)) & 3) << 4);
+        }
+        const int g = 8 * j + 2 * k;
+        AddChunk(q, y[i].qs + 128 * j + 32 * k, sc[g], sc[g + 1], sumi);
+      }
+    }
+    for (int u = 0; u < 8; ++u) {
+      sumi[u] -= 32 * (y[i].bsums[2 * u] * sc[2 * u] + y[i].bsums[2 * u + 1] * sc[2 * u + 1]);
+    }
+    FmaLanes(d, sumi, &acc);
+  }
+  return acc.Sum();
 }
 
 // 8-float vector helpers for the 16-bit dot products below (ggml's AVX2 code, lane by lane).
@@ -360,9 +371,9 @@ PAGODA_HOT const Block* As(const void* p) {
     case DType::kQ3_K:
       return DotQ3_K(As<BlockQ3_K>(w), As<BlockQ8_K>(act), nb);
     case DType::kQ4_K:
-      return DotK4(As<BlockQ4_K>(w), As<BlockQ8_K>(act), nb, UnpackQ4_K);
+      return DotQ4_K(As<BlockQ4_K>(w), As<BlockQ8_K>(act), nb);
     case DType::kQ5_K:
-      return DotK4(As<BlockQ5_K>(w), As<BlockQ8_K>(act), nb, UnpackQ5_K);
+      return DotQ5_K(As<BlockQ5_K>(w), As<BlockQ8_K>(act), nb);
     case DType::kQ6_K:
       return DotQ6_K(As<BlockQ6_K>(w), As<BlockQ8_K>(act), nb);
     case DType::kQ8_1:
