@@ -15,6 +15,9 @@
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/quantize.h"
+#include "kernels/quant/vec_dot.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -230,6 +233,52 @@ TEST(Quantizers, HandCheckedBlocks) {
   EXPECT_EQ(q8.qs[1], 0);
   EXPECT_EQ(q8.qs[2], 2);
   EXPECT_EQ(q8.qs[3], -2);
+}
+
+// splitmix64, as tests/ggml_vec_dot_gen.cc draws the inputs.
+struct SplitMix {
+  uint64_t s;
+  uint64_t Next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float Sym() { return static_cast<float>(Next() >> 40) / 8388608.f - 1.f; }
+};
+
+// Every weight type's dot product equals ggml-cpu's x86 (AVX2) result bit for bit: the
+// activation quantization, the integer sums and the float accumulation order
+// (tests/data/ggml_vec_dot.json, written by tests/ggml_vec_dot_gen.cc).
+TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
+  const auto want = nlohmann::json::parse(
+      pagoda::testing::ReadFileOrDie(pagoda::testing::ModelPath("ggml_vec_dot.json")));
+  const DType order[] = {DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                         DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
+                         DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  for (int t = 0; t < 12; ++t) {
+    const DType d = order[t];
+    const auto& expected = want.at(std::string(DTypeName(d)));
+    ASSERT_EQ(expected.size(), 16u);
+    for (int c = 0; c < 16; ++c) {
+      const int n = (d == DType::kF16 || d == DType::kBF16) ? 256 + 8 * c + (c % 3)
+                                                           : 256 * (1 + c % 3);
+      SplitMix rng{static_cast<uint64_t>(1000 * t + c)};
+      std::vector<float> w(n), x(n);
+      for (int i = 0; i < n; ++i) w[i] = rng.Sym() * static_cast<float>(1 + i % 5);
+      for (int i = 0; i < n; ++i) {
+        x[i] = rng.Sym() * static_cast<float>(1 + i % 7) * static_cast<float>(c + 1);
+      }
+      const DType act = quant::VecDotType(d);
+      std::vector<uint8_t> wq(DTypeRowBytes(d, n)), a(DTypeRowBytes(act, n));
+      quant::QuantizeRow(d, w.data(), wq.data(), n);
+      quant::QuantizeActivations(act, x.data(), a.data(), n);
+      const float got = quant::VecDot(d, n, wq.data(), a.data());
+      uint32_t bits;
+      std::memcpy(&bits, &got, 4);
+      EXPECT_EQ(bits, expected[c].get<uint32_t>()) << DTypeName(d) << " case " << c << ": " << got;
+    }
+  }
 }
 
 }  // namespace
