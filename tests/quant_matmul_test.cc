@@ -273,10 +273,14 @@ TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
       std::vector<uint8_t> wq(DTypeRowBytes(d, n)), a(DTypeRowBytes(act, n));
       quant::QuantizeRow(d, w.data(), wq.data(), n);
       quant::QuantizeActivations(act, x.data(), a.data(), n);
-      const float got = quant::VecDot(d, n, wq.data(), a.data());
-      uint32_t bits;
-      std::memcpy(&bits, &got, 4);
-      EXPECT_EQ(bits, expected[c].get<uint32_t>()) << DTypeName(d) << " case " << c << ": " << got;
+      for (const bool portable : {false, true}) {
+        const float got = portable ? quant::VecDotPortable(d, n, wq.data(), a.data())
+                                   : quant::VecDot(d, n, wq.data(), a.data());
+        uint32_t bits;
+        std::memcpy(&bits, &got, 4);
+        EXPECT_EQ(bits, expected[c].get<uint32_t>())
+            << DTypeName(d) << " case " << c << (portable ? " (portable)" : "") << ": " << got;
+      }
     }
   }
 }

@@ -5,11 +5,11 @@
 
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
+#include "kernels/quant/vec_dot_avx2.h"
 
-// Hot loops: every helper is inlined into VecDot, which is compiled for AVX2 (x86-64-v3)
-// and for the baseline and picked at run time (target_clones). The file is built with
-// -ffp-contract=off and the float accumulation stays sequential, so both versions give
-// the same bits: only the exact integer sums are vectorized.
+// The portable definitions of the dot products. VecDot runs the AVX2 versions
+// (vec_dot_avx2.cc) where the CPU has AVX2 and they cover the type; they give the same
+// bits. The file is built with -ffp-contract=off: every fused multiply-add is explicit.
 #define PAGODA_HOT [[gnu::always_inline]] inline
 
 namespace pagoda::kernels::quant {
@@ -346,8 +346,13 @@ PAGODA_HOT const Block* As(const void* p) {
 
 }  // namespace
 
-[[gnu::target_clones("arch=x86-64-v3", "default")]] float VecDot(DType weight_type, int64_t n,
-                                                                   const void* w, const void* act) {
+float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
+  float result;
+  if (CpuHasAvx2() && VecDotAvx2(weight_type, n, w, act, &result)) return result;
+  return VecDotPortable(weight_type, n, w, act);
+}
+
+float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
   switch (weight_type) {
     case DType::kF32:
