@@ -1,7 +1,11 @@
 #include "kernels/backend.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/quant/dequantize.h"
 #include "kernels/cpu/cpu_backend.h"
 #ifdef PAGODA_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -11,11 +15,41 @@ namespace pagoda::kernels {
 
 absl::StatusOr<OwnedTensor> Backend::AllocateTensor(DType dtype, int64_t rows, int64_t cols) {
   if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative tensor shape");
-  const size_t bytes = static_cast<size_t>(rows * cols) * DTypeSize(dtype);
+  if (cols % DTypeBlockElems(dtype) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a row of ", cols, " elements is not a whole ",
+                                                   "number of ", std::string(DTypeName(dtype)), " blocks"));
+  }
+  const size_t bytes = DTypeRowBytes(dtype, rows * cols);
   OwnedTensor t;
-  ASSIGN_OR_RETURN(t.buffer, Allocate(bytes == 0 ? DTypeSize(dtype) : bytes));
+  ASSIGN_OR_RETURN(t.buffer, Allocate(bytes == 0 ? DTypeBlockBytes(dtype) : bytes));
   t.view = Tensor::Make(t.buffer.data(), dtype, rows, cols);
   return t;
+}
+
+absl::StatusOr<OwnedTensor> Backend::CreateWeightRaw(DType type, const void* data, int64_t rows,
+                                                     int64_t cols) {
+  RETURN_IF_ERROR(ValidateWeightShape(type, rows, cols));
+  std::vector<float> host(static_cast<size_t>(rows * cols));
+  const size_t row_bytes = DTypeRowBytes(type, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::DequantizeRow(type, static_cast<const char*>(data) + r * row_bytes,
+                         host.data() + r * cols, cols);
+  }
+  return CreateWeight(host.data(), rows, cols);
+}
+
+absl::Status ValidateWeightShape(DType type, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative weight shape");
+  if (type == DType::kQ8_1 || type == DType::kQ8_K) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(DTypeName(type)), " is an activation format, not a weight type"));
+  }
+  if (cols % DTypeBlockElems(type) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("weight rows of ", cols, " elements are not a ",
+                                                   "whole number of ", std::string(DTypeName(type)),
+                                                   " blocks"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {

@@ -45,6 +45,12 @@ class Backend {
   // Stores a weight given as host fp32 [rows, cols] in the backend's weight format.
   virtual absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows,
                                                    int64_t cols) = 0;
+  // Stores a weight given as the raw host bytes of a [rows, cols] matrix of `type` (GGUF
+  // layout: each row is cols / DTypeBlockElems(type) blocks). The default dequantizes to
+  // fp32 on the host and calls CreateWeight; the CPU backend keeps the bytes as they are.
+  // InvalidArgument when cols is not a whole number of blocks or `type` is activation-only.
+  virtual absl::StatusOr<OwnedTensor> CreateWeightRaw(DType type, const void* data, int64_t rows,
+                                                      int64_t cols);
   // Copies a tensor of any dtype to host fp32 [rows, cols], waiting for queued ops.
   virtual absl::Status ReadF32(const Tensor& x, float* host) = 0;
   // Waits for queued ops and reports the first failure since the last call.
@@ -82,6 +88,10 @@ class Backend {
   // out[j] = x[logits_indices[j]]. x [num_tokens, d], out [num_logits, d].
   virtual void GatherLogitRows(const Tensor& x, const Tensor& out) = 0;
 };
+
+// OK when a [rows, cols] weight of `type` is storable: a weight type (not Q8_1/Q8_K) and
+// rows of whole blocks; otherwise InvalidArgument naming the cause.
+absl::Status ValidateWeightShape(DType type, int64_t rows, int64_t cols);
 
 enum class DeviceKind { kAuto, kCpu, kCuda };
 

@@ -8,11 +8,38 @@
 
 namespace pagoda::kernels {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+// Element types. Besides the float types, the ggml block formats a weight may keep
+// (numbered apart from ggml; model/ maps GGUF types onto these) and the internal activation
+// formats Q8_1 and Q8_K that quantized matrix products quantize activations into.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ8_0,
+  kQ8_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kQ8_K,
+};
 
-// Bytes per element.
+// Bytes per element of a float type; 0 for a block type (use DTypeRowBytes).
 size_t DTypeSize(DType dtype);
-// "f32", "f16" or "bf16".
+// Elements per block: 1 for float types, 32 or 256 for block types.
+int64_t DTypeBlockElems(DType dtype);
+// Bytes per block (DTypeSize for float types).
+size_t DTypeBlockBytes(DType dtype);
+// True for the ggml block formats.
+bool IsBlockType(DType dtype);
+// Bytes of `elems` consecutive elements; elems must be a multiple of DTypeBlockElems.
+size_t DTypeRowBytes(DType dtype, int64_t elems);
+// "f32", "f16", "bf16", "q4_0", ..., "q8_k".
 std::string_view DTypeName(DType dtype);
 
 // Memory owned by a backend (host memory for the CPU backend, device memory for CUDA),
@@ -38,7 +65,9 @@ class DeviceBuffer {
 };
 
 // A row-major 2-D view of backend memory: element (r, c) lives at
-// data + (r * stride + c) * DTypeSize(dtype). Views never own memory.
+// data + DTypeRowBytes(dtype, r * stride + c). For a block type, stride and column offsets
+// are whole blocks, so row r starts at block (r * stride) / DTypeBlockElems. Views never
+// own memory.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kF32;
@@ -56,10 +85,14 @@ struct Tensor {
   Tensor Reshape(int64_t new_rows, int64_t new_cols) const;
   bool contiguous() const { return stride == cols; }
   int64_t numel() const { return rows * cols; }
-  // Typed pointer to row r (host-addressable backends only).
+  // Typed pointer to row r (host-addressable backends only; float types).
   template <typename T>
   T* row(int64_t r) const {
     return static_cast<T*>(data) + r * stride;
+  }
+  // Address of row r for any type, block types included (host-addressable backends only).
+  char* row_bytes(int64_t r) const {
+    return static_cast<char*>(data) + DTypeRowBytes(dtype, r * stride);
   }
 };
 

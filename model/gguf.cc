@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <bit>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/quant/dequantize.h"
 
 namespace pagoda::gguf {
 namespace {
@@ -23,8 +24,6 @@ namespace {
 // This abseil build keeps its own string_view type; convert at the boundary.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-constexpr uint64_t kQ8_0BlockElements = 32;
-constexpr uint64_t kQ8_0BlockBytes = 34;  // fp16 scale d, then 32 int8 quants
 
 absl::string_view ValueTypeName(ValueType type) {
   switch (type) {
@@ -56,42 +55,6 @@ absl::string_view ValueTypeName(ValueType type) {
       return "float64";
   }
   return "?";
-}
-
-// IEEE binary16 -> binary32. Layout: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa
-// bits. Exact for every input: subnormals are renormalized, inf stays inf, and NaN keeps
-// its sign and payload (shifted into the top of the fp32 mantissa).
-float Fp16ToFp32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);  // inf or NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;  // signed zero
-  } else {
-    // Subnormal: mant * 2^-24. Shift the leading one up to bit 10 (the implicit bit),
-    // lowering the exponent once per shift; fp32 represents the result as a normal number.
-    int32_t e = 1 - 15;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (static_cast<uint32_t>(e + 127) << 23) | ((mant & 0x3FFu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-// bfloat16 is the top half of a binary32, so widening is a shift (exact for all inputs).
-float Bf16ToFp32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
 }
 
 absl::Status KeyNotFound(std::string_view key) {
@@ -135,39 +98,91 @@ absl::StatusOr<int64_t> ToInt(const Value& v, std::string_view key, std::string_
 }  // namespace
 
 std::string_view TensorTypeName(TensorType type) {
+  // ggml's type names by number (ggml.h); "" marks numbers ggml retired or never used.
+  static constexpr std::string_view kNames[] = {
+      "F32",     "F16",    "Q4_0",    "Q4_1",   "",      "",      "Q5_0",   "Q5_1",  "Q8_0",
+      "Q8_1",    "Q2_K",   "Q3_K",    "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",   "IQ2_XXS",
+      "IQ2_XS",  "IQ3_XXS", "IQ1_S",  "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",
+      "I16",     "I32",    "I64",     "F64",    "IQ1_M", "BF16",  "",       "",
+      "",        "TQ1_0",  "TQ2_0",   "",       "",      "",      "MXFP4",  "NVFP4",
+      "Q1_0",    "Q2_0"};
+  const auto t = static_cast<uint32_t>(type);
+  if (t >= std::size(kNames) || kNames[t].empty()) return "?";
+  return kNames[t];
+}
+
+bool IsSupportedTensorType(uint32_t type) {
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kF32:
+    case TensorType::kF16:
+    case TensorType::kQ4_0:
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
+    case TensorType::kQ8_0:
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
+    case TensorType::kBF16:
+      return true;
+  }
+  return false;
+}
+
+kernels::DType ToDType(TensorType type) {
+  using kernels::DType;
   switch (type) {
     case TensorType::kF32:
-      return "F32";
+      return DType::kF32;
     case TensorType::kF16:
-      return "F16";
+      return DType::kF16;
+    case TensorType::kQ4_0:
+      return DType::kQ4_0;
+    case TensorType::kQ4_1:
+      return DType::kQ4_1;
+    case TensorType::kQ5_0:
+      return DType::kQ5_0;
+    case TensorType::kQ5_1:
+      return DType::kQ5_1;
     case TensorType::kQ8_0:
-      return "Q8_0";
+      return DType::kQ8_0;
+    case TensorType::kQ2_K:
+      return DType::kQ2_K;
+    case TensorType::kQ3_K:
+      return DType::kQ3_K;
+    case TensorType::kQ4_K:
+      return DType::kQ4_K;
+    case TensorType::kQ5_K:
+      return DType::kQ5_K;
+    case TensorType::kQ6_K:
+      return DType::kQ6_K;
     case TensorType::kBF16:
-      return "BF16";
+      return DType::kBF16;
   }
-  return "?";
+  return DType::kF32;
+}
+
+absl::StatusOr<TensorType> FromDType(kernels::DType dtype) {
+  for (uint32_t t = 0; t <= static_cast<uint32_t>(TensorType::kBF16); ++t) {
+    if (IsSupportedTensorType(t) && ToDType(static_cast<TensorType>(t)) == dtype) {
+      return static_cast<TensorType>(t);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "gguf: ", std::string(kernels::DTypeName(dtype)), " is not a GGUF weight type"));
 }
 
 absl::StatusOr<uint64_t> TensorBytes(TensorType type, uint64_t n) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  uint64_t unit_elements = 1;
-  uint64_t unit_bytes;
-  switch (type) {
-    case TensorType::kF32:
-      unit_bytes = 4;
-      break;
-    case TensorType::kF16:
-    case TensorType::kBF16:
-      unit_bytes = 2;
-      break;
-    case TensorType::kQ8_0:
-      unit_elements = kQ8_0BlockElements;
-      unit_bytes = kQ8_0BlockBytes;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("gguf: unknown tensor type ", static_cast<uint32_t>(type)));
+  if (!IsSupportedTensorType(static_cast<uint32_t>(type))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gguf: unknown tensor type ", static_cast<uint32_t>(type)));
   }
+  const kernels::DType dtype = ToDType(type);
+  const auto unit_elements = static_cast<uint64_t>(kernels::DTypeBlockElems(dtype));
+  const uint64_t unit_bytes = kernels::DTypeBlockBytes(dtype);
   if (n % unit_elements != 0) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: ", n, " elements of ",
                                                    Sv(TensorTypeName(type)), " are not a whole ",
@@ -406,29 +421,18 @@ absl::Status DequantizeToF32(const TensorInfo& tensor, absl::Span<float> out) {
                                                    " bytes of ", Sv(TensorTypeName(tensor.type)),
                                                    " but has ", tensor.nbytes));
   }
-  const uint8_t* src = tensor.data;
-  switch (tensor.type) {
-    case TensorType::kF32:
-      std::memcpy(out.data(), src, bytes);
-      break;
-    case TensorType::kF16:
-      for (uint64_t k = 0; k < *n; ++k) out[k] = Fp16ToFp32(LoadU16(src + 2 * k));
-      break;
-    case TensorType::kBF16:
-      for (uint64_t k = 0; k < *n; ++k) out[k] = Bf16ToFp32(LoadU16(src + 2 * k));
-      break;
-    case TensorType::kQ8_0:
-      // Block b covers elements [32b, 32b + 32): bytes [34b, 34b + 2) hold the fp16 scale
-      // d, bytes [34b + 2, 34b + 34) the int8 quants q; element = d * q.
-      for (uint64_t b = 0; b < *n / kQ8_0BlockElements; ++b) {
-        const uint8_t* block = src + b * kQ8_0BlockBytes;
-        const float d = Fp16ToFp32(LoadU16(block));
-        float* dst = out.data() + b * kQ8_0BlockElements;
-        for (uint64_t k = 0; k < kQ8_0BlockElements; ++k) {
-          dst[k] = d * static_cast<float>(static_cast<int8_t>(block[2 + k]));
-        }
-      }
-      break;
+  if (tensor.dims[0] % static_cast<uint64_t>(kernels::DTypeBlockElems(ToDType(tensor.type))) !=
+      0) {
+    return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", tensor.name, "' has rows of ",
+                                                   tensor.dims[0], " elements, not whole ",
+                                                   Sv(TensorTypeName(tensor.type)), " blocks"));
+  }
+  // Row by row, so a row never straddles a block whatever the dims.
+  const auto row = static_cast<int64_t>(tensor.dims[0]);
+  const size_t row_bytes = kernels::DTypeRowBytes(ToDType(tensor.type), row);
+  for (uint64_t r = 0; r < *n / tensor.dims[0]; ++r) {
+    kernels::quant::DequantizeRow(ToDType(tensor.type), tensor.data + r * row_bytes,
+                                  out.data() + r * row, row);
   }
   return absl::OkStatus();
 }

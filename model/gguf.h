@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/tensor.h"
 
 namespace pagoda::gguf {
 
@@ -45,11 +46,21 @@ enum class ValueType : uint32_t {
   kFloat64 = 12,
 };
 
-// Tensor element types this reader accepts (ggml numbering); others are rejected.
+// Tensor element types this reader accepts (ggml numbering). Other ggml types (IQ*, TQ*,
+// MXFP4, ...) are rejected by name; numbers ggml never assigned are "unknown".
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
   kBF16 = 30,
 };
 
@@ -58,8 +69,16 @@ inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 22;
 inline constexpr int kMaxArrayDepth = 8;
 inline constexpr uint32_t kMaxDims = 4;
 
-// Name of a tensor type ("F32", ...), "?" for an unknown one.
+// Name of a ggml tensor type number ("F32", "Q4_K", "IQ2_XXS", ...), "?" for a number
+// ggml never assigned.
 std::string_view TensorTypeName(TensorType type);
+// True for the types in TensorType (those pagoda reads).
+bool IsSupportedTensorType(uint32_t type);
+// The kernels element type of a supported tensor type.
+kernels::DType ToDType(TensorType type);
+// The tensor type of a weight DType (F32, F16, BF16 or a weight block format); Q8_1 and
+// Q8_K, which GGUF files never store as weights, give InvalidArgument.
+absl::StatusOr<TensorType> FromDType(kernels::DType dtype);
 // Bytes taken by `n` elements of `type`; error when n is not a whole number of blocks.
 absl::StatusOr<uint64_t> TensorBytes(TensorType type, uint64_t n);
 // Product of `dims`; InvalidArgument for 0 or more than kMaxDims dims, a zero dim, or a
@@ -144,7 +163,7 @@ class GgufFile {
   absl::flat_hash_map<std::string, size_t> tensor_index_;
 };
 
-// Converts a tensor's elements to fp32 (F32, F16, BF16, Q8_0). InvalidArgument when
+// Converts a tensor's elements to fp32 (every supported type, as ggml dequantizes). InvalidArgument when
 // out.size() != the element count, or the tensor is malformed (unknown type, dims, fewer
 // than TensorBytes valid bytes).
 absl::Status DequantizeToF32(const TensorInfo& tensor, absl::Span<float> out);

@@ -44,6 +44,9 @@ constexpr uint64_t kMaxTensorNameBytes = 64;
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 
+// This abseil build keeps its own string_view type; convert at the boundary.
+absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
 absl::Status Invalid(absl::string_view context, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("gguf: ", context, ": ", message));
 }
@@ -105,17 +108,6 @@ class Cursor {
 };
 
 bool IsKnownValueType(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::kFloat64); }
-
-bool IsKnownTensorType(uint32_t t) {
-  switch (static_cast<TensorType>(t)) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kQ8_0:
-    case TensorType::kBF16:
-      return true;
-  }
-  return false;
-}
 
 uint64_t MinEncodedSize(ValueType t) {
   switch (t) {
@@ -350,14 +342,21 @@ absl::Status ReadTensorInfo(Cursor& c, uint64_t index, uint64_t alignment, Tenso
   uint32_t raw_type = 0;
   s = c.Read(&raw_type, "tensor type");
   if (!s.ok()) return Invalid(context, s.message());
-  if (!IsKnownTensorType(raw_type)) {
+  if (!IsSupportedTensorType(raw_type)) {
+    const std::string_view name = TensorTypeName(static_cast<TensorType>(raw_type));
+    if (name != "?") {
+      return absl::InvalidArgumentError(absl::StrCat("gguf: tensor ", t->name, " has type ",
+                                                     Sv(name), ", which pagoda does not support"));
+    }
     return Invalid(context, absl::StrCat("unknown tensor type ", raw_type, " at byte ", c.pos() - 4,
-                                         " (accepted: F32=0, F16=1, Q8_0=8, BF16=30)"));
+                                         " (accepted: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, ",
+                                         "Q8_0, Q2_K..Q6_K)"));
   }
   t->type = static_cast<TensorType>(raw_type);
-  if (t->type == TensorType::kQ8_0 && t->dims[0] % 32 != 0) {
-    return Invalid(context,
-                   absl::StrCat("Q8_0 row length ", t->dims[0], " is not a multiple of 32"));
+  const auto block = static_cast<uint64_t>(kernels::DTypeBlockElems(ToDType(t->type)));
+  if (t->dims[0] % block != 0) {
+    return Invalid(context, absl::StrCat(Sv(TensorTypeName(t->type)), " row length ", t->dims[0],
+                                         " is not a multiple of ", block));
   }
   absl::StatusOr<uint64_t> bytes = TensorBytes(t->type, *n);
   if (!bytes.ok()) return Invalid(context, WithoutPrefix(bytes.status()));

@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -11,10 +12,11 @@ namespace {
 using kernels::OwnedTensor;
 using kernels::Tensor;
 
-// Reads tensor `name`, which must hold a [rows, cols] matrix (ggml dims {cols, rows}; a
-// vector when rows == 1), as fp32 and appends it to `out`.
-absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, int64_t rows,
-                          int64_t cols, std::vector<float>* out) {
+// Tensor `name`, which must hold a [rows, cols] matrix (ggml dims {cols, rows}; a vector
+// when rows == 1); InvalidArgument when missing or mis-shaped.
+absl::StatusOr<const gguf::TensorInfo*> FindMatrix(const gguf::GgufFile& file,
+                                                   const std::string& name, int64_t rows,
+                                                   int64_t cols) {
   const gguf::TensorInfo* t = file.FindTensor(name);
   if (t == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("model: tensor ", name, " missing"));
@@ -26,6 +28,13 @@ absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, i
     return absl::InvalidArgumentError(absl::StrCat(
         "model: tensor ", name, " has the wrong shape (want ", rows, " x ", cols, ")"));
   }
+  return t;
+}
+
+// Reads tensor `name` ([rows, cols], see FindMatrix) as fp32 and appends it to `out`.
+absl::Status AppendMatrix(const gguf::GgufFile& file, const std::string& name, int64_t rows,
+                          int64_t cols, std::vector<float>* out) {
+  ASSIGN_OR_RETURN(const gguf::TensorInfo* t, FindMatrix(file, name, rows, cols));
   const size_t start = out->size();
   out->resize(start + static_cast<size_t>(rows * cols));
   return gguf::DequantizeToF32(*t, absl::MakeSpan(out->data() + start, rows * cols));
@@ -59,6 +68,15 @@ absl::StatusOr<OwnedTensor> LoadOptionalRow(
   ASSIGN_OR_RETURN(OwnedTensor t, backend->AllocateTensor(kernels::DType::kF32, 1, cols));
   RETURN_IF_ERROR(backend->CopyToDevice(t.view.data, host.data(), host.size() * sizeof(float)));
   return t;
+}
+
+// The file bytes of a tensor FindMatrix accepted, checked against its type's size.
+absl::StatusOr<const uint8_t*> RawBytes(const gguf::TensorInfo& t) {
+  ASSIGN_OR_RETURN(const uint64_t bytes, gguf::TensorBytes(t.type, t.num_elements()));
+  if (t.data == nullptr || t.nbytes < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("model: tensor ", t.name, " is truncated"));
+  }
+  return t.data;
 }
 
 }  // namespace
@@ -101,6 +119,43 @@ absl::Status LlamaModel::LoadOptionalTensors(const gguf::GgufFile& file) {
   return absl::OkStatus();
 }
 
+absl::Status LlamaModel::LoadStacked(const gguf::GgufFile& file,
+                                     const std::vector<std::pair<std::string, int64_t>>& parts,
+                                     int64_t cols, StackedWeight* dst) {
+  std::vector<const gguf::TensorInfo*> infos;
+  for (const auto& [name, rows] : parts) {
+    ASSIGN_OR_RETURN(const gguf::TensorInfo* t, FindMatrix(file, name, rows, cols));
+    infos.push_back(t);
+  }
+  dst->parts.clear();
+  const bool same_type = std::all_of(infos.begin(), infos.end(), [&](const gguf::TensorInfo* t) {
+    return t->type == infos[0]->type;
+  });
+  if (same_type && infos.size() > 1) {  // fuse: concatenate the raw rows
+    std::vector<uint8_t> bytes;
+    int64_t rows = 0;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      ASSIGN_OR_RETURN(const uint8_t* data, RawBytes(*infos[i]));
+      const size_t n = kernels::DTypeRowBytes(gguf::ToDType(infos[i]->type), parts[i].second * cols);
+      bytes.insert(bytes.end(), data, data + n);
+      rows += parts[i].second;
+    }
+    ASSIGN_OR_RETURN(
+        kernels::OwnedTensor w,
+        backend_->CreateWeightRaw(gguf::ToDType(infos[0]->type), bytes.data(), rows, cols));
+    dst->parts.push_back(std::move(w));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < infos.size(); ++i) {
+    ASSIGN_OR_RETURN(const uint8_t* data, RawBytes(*infos[i]));
+    ASSIGN_OR_RETURN(kernels::OwnedTensor w,
+                     backend_->CreateWeightRaw(gguf::ToDType(infos[i]->type), data,
+                                               parts[i].second, cols));
+    dst->parts.push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
 kernels::RopeParams LlamaModel::MakeRopeParams() const {
   const LlamaConfig& c = config_;
   return {.num_heads = c.num_heads,
@@ -121,39 +176,52 @@ kernels::RopeParams LlamaModel::MakeRopeParams() const {
 absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
   const LlamaConfig& c = config_;
   std::vector<float> host;
-  // Loads the listed [rows, cols] tensors stacked by rows into one backend weight.
-  auto load = [&](std::initializer_list<std::pair<std::string, int64_t>> parts, int64_t cols,
-                  OwnedTensor* dst) -> absl::Status {
+  // Norm vectors: always fp32 (RmsNorm reads them so on every backend).
+  auto load_vector = [&](const std::string& name, OwnedTensor* dst) -> absl::Status {
     host.clear();
-    int64_t rows = 0;
-    for (const auto& [name, r] : parts) {
-      RETURN_IF_ERROR(AppendMatrix(file, name, r, cols, &host));
-      rows += r;
-    }
-    ASSIGN_OR_RETURN(*dst, backend_->CreateWeight(host.data(), rows, cols));
+    RETURN_IF_ERROR(AppendMatrix(file, name, 1, c.dim, &host));
+    ASSIGN_OR_RETURN(*dst, backend_->CreateWeight(host.data(), 1, c.dim));
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(load({{"token_embd.weight", c.vocab_size}}, c.dim, &token_embd_));
-  RETURN_IF_ERROR(load({{"output_norm.weight", 1}}, c.dim, &output_norm_));
+  // Matrices: kept in their file type by backends that can (CreateWeightRaw).
+  auto load_matrix = [&](const std::string& name, int64_t rows, int64_t cols,
+                         OwnedTensor* dst) -> absl::Status {
+    StackedWeight w;
+    RETURN_IF_ERROR(LoadStacked(file, {{name, rows}}, cols, &w));
+    *dst = std::move(w.parts[0]);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(load_matrix("token_embd.weight", c.vocab_size, c.dim, &token_embd_));
+  RETURN_IF_ERROR(load_vector("output_norm.weight", &output_norm_));
   if (!c.tied_embeddings) {
-    RETURN_IF_ERROR(load({{"output.weight", c.vocab_size}}, c.dim, &output_));
+    RETURN_IF_ERROR(load_matrix("output.weight", c.vocab_size, c.dim, &output_));
   }
   layers_.resize(c.num_layers);
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
     Layer& L = layers_[l];
-    RETURN_IF_ERROR(load({{p + "attn_norm.weight", 1}}, c.dim, &L.attn_norm));
-    RETURN_IF_ERROR(load({{p + "attn_q.weight", c.q_dim()},
-                          {p + "attn_k.weight", c.kv_dim()},
-                          {p + "attn_v.weight", c.kv_dim()}},
-                         c.dim, &L.wqkv));
-    RETURN_IF_ERROR(load({{p + "attn_output.weight", c.dim}}, c.q_dim(), &L.wo));
-    RETURN_IF_ERROR(load({{p + "ffn_norm.weight", 1}}, c.dim, &L.ffn_norm));
-    RETURN_IF_ERROR(load({{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}},
-                         c.dim, &L.w_gate_up));
-    RETURN_IF_ERROR(load({{p + "ffn_down.weight", c.dim}}, c.ffn_dim, &L.w_down));
+    RETURN_IF_ERROR(load_vector(p + "attn_norm.weight", &L.attn_norm));
+    RETURN_IF_ERROR(LoadStacked(file,
+                                {{p + "attn_q.weight", c.q_dim()},
+                                 {p + "attn_k.weight", c.kv_dim()},
+                                 {p + "attn_v.weight", c.kv_dim()}},
+                                c.dim, &L.wqkv));
+    RETURN_IF_ERROR(load_matrix(p + "attn_output.weight", c.dim, c.q_dim(), &L.wo));
+    RETURN_IF_ERROR(load_vector(p + "ffn_norm.weight", &L.ffn_norm));
+    RETURN_IF_ERROR(LoadStacked(
+        file, {{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}}, c.dim,
+        &L.w_gate_up));
+    RETURN_IF_ERROR(load_matrix(p + "ffn_down.weight", c.dim, c.ffn_dim, &L.w_down));
   }
   return absl::OkStatus();
+}
+
+void LlamaModel::MatMulStacked(const Tensor& x, const StackedWeight& w, const Tensor& out) {
+  int64_t col = 0;
+  for (const OwnedTensor& part : w.parts) {
+    backend_->MatMul(x, part.view, out.Cols(col, part.view.rows));
+    col += part.view.rows;
+  }
 }
 
 absl::Status LlamaModel::EnsureWorkspace(int64_t tokens, int64_t logit_rows) {
@@ -237,7 +305,7 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
   const Tensor act = ws_.act.view.Rows(0, n);
 
   be.RmsNorm(x, L.attn_norm.view, c.rms_eps, xn);
-  be.MatMul(xn, L.wqkv.view, qkv);
+  MatMulStacked(xn, L.wqkv, qkv);
   if (L.b_qkv.view.data != nullptr) be.AddBias(qkv, L.b_qkv.view);
   be.Rope(q, k, MakeRopeParams());
   be.WriteKv(k, v, cache, index);
@@ -251,7 +319,7 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
   if (L.b_o.view.data != nullptr) be.AddBias(proj, L.b_o.view);
   be.Add(x, proj);
   be.RmsNorm(x, L.ffn_norm.view, c.rms_eps, xn);
-  be.MatMul(xn, L.w_gate_up.view, gate_up);
+  MatMulStacked(xn, L.w_gate_up, gate_up);
   if (L.b_gate_up.view.data != nullptr) be.AddBias(gate_up, L.b_gate_up.view);
   be.SiluMul(gate_up.Cols(0, c.ffn_dim), gate_up.Cols(c.ffn_dim, c.ffn_dim), act);
   be.MatMul(act, L.w_down.view, proj);

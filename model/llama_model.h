@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,12 +30,18 @@ class LlamaModel {
                        float* logits);
 
  private:
+  // Weight matrices stacked by rows (Wq, Wk, Wv or Wgate, Wup) that one product computes
+  // into adjacent output columns: one fused part when the file stores them in the same
+  // type, else one part per matrix (llama-quantize's mixes, e.g. Q4_K with Q6_K).
+  struct StackedWeight {
+    std::vector<kernels::OwnedTensor> parts;
+  };
   struct Layer {
-    kernels::OwnedTensor attn_norm;  // [1, dim]
-    kernels::OwnedTensor wqkv;       // [q_dim + 2 * kv_dim, dim]: rows of Wq, Wk, Wv
+    kernels::OwnedTensor attn_norm;  // [1, dim] f32
+    StackedWeight wqkv;              // [q_dim + 2 * kv_dim, dim]: rows of Wq, Wk, Wv
     kernels::OwnedTensor wo;         // [dim, q_dim]
-    kernels::OwnedTensor ffn_norm;   // [1, dim]
-    kernels::OwnedTensor w_gate_up;  // [2 * ffn_dim, dim]: rows of Wgate, Wup
+    kernels::OwnedTensor ffn_norm;   // [1, dim] f32
+    StackedWeight w_gate_up;         // [2 * ffn_dim, dim]: rows of Wgate, Wup
     kernels::OwnedTensor w_down;     // [dim, ffn_dim]
     // Optional f32 biases (view.data == nullptr when the file has none), laid out like the
     // fused outputs: bq|bk|bv, bo, bgate|bup, bdown.
@@ -58,6 +66,12 @@ class LlamaModel {
   absl::Status LoadOptionalTensors(const gguf::GgufFile& file);
   // The RoPE parameters of every layer (ggml_rope_ext's, from the config).
   kernels::RopeParams MakeRopeParams() const;
+  // Loads the listed [rows, cols] matrices, stacked by rows, in their file types.
+  absl::Status LoadStacked(const gguf::GgufFile& file,
+                           const std::vector<std::pair<std::string, int64_t>>& parts,
+                           int64_t cols, StackedWeight* dst);
+  // out = x * w^T, each part into its slice of out's columns.
+  void MatMulStacked(const kernels::Tensor& x, const StackedWeight& w, const kernels::Tensor& out);
   absl::Status EnsureWorkspace(int64_t tokens, int64_t logit_rows);
   absl::Status ValidateBatch(const kernels::BatchInput& batch,
                              const kernels::PagedKvCache& cache) const;

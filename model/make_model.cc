@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "kernels/quant/quantize.h"
 
 // Bounds of the embedded model image (builtin_model.S).
 extern "C" const char pagoda_builtin_model_begin[];
@@ -31,50 +32,22 @@ class Rng {
   uint64_t state_;
 };
 
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
-  uint32_t mant = x & 0x7FFFFFu;
-  if (((x >> 23) & 0xFF) == 0xFF)
-    return static_cast<uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;  // may carry into the exponent
-  return static_cast<uint16_t>(half);
+// The type a [rows, cols] matrix is stored in: `dtype`, or F32 when a row is not a whole
+// number of `dtype` blocks (llama-quantize picks another block type there instead).
+gguf::TensorType MatrixType(gguf::TensorType dtype, uint64_t cols) {
+  const auto block = static_cast<uint64_t>(kernels::DTypeBlockElems(gguf::ToDType(dtype)));
+  return cols % block == 0 ? dtype : gguf::TensorType::kF32;
 }
 
-uint16_t FloatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
-  x += 0x7FFFu + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
-
-std::vector<uint8_t> Encode(const std::vector<float>& v, gguf::TensorType type) {
-  std::vector<uint8_t> out;
-  if (type == gguf::TensorType::kF32) {
-    out.resize(v.size() * 4);
-    std::memcpy(out.data(), v.data(), out.size());
-    return out;
-  }
-  out.resize(v.size() * 2);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = type == gguf::TensorType::kF16 ? FloatToHalf(v[i]) : FloatToBf16(v[i]);
-    std::memcpy(out.data() + 2 * i, &h, 2);
+// `v` ([rows, cols], row-major) encoded as `type` with ggml's reference quantizers.
+std::vector<uint8_t> Encode(const std::vector<float>& v, uint64_t cols, gguf::TensorType type) {
+  const kernels::DType dt = gguf::ToDType(type);
+  const size_t row_bytes = kernels::DTypeRowBytes(dt, static_cast<int64_t>(cols));
+  const uint64_t rows = v.size() / cols;
+  std::vector<uint8_t> out(rows * row_bytes);
+  for (uint64_t r = 0; r < rows; ++r) {
+    kernels::quant::QuantizeRow(dt, v.data() + r * cols, out.data() + r * row_bytes,
+                                static_cast<int64_t>(cols));
   }
   return out;
 }
@@ -140,6 +113,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"25m", 4096, 512, 8, 8, 4, 1408, 4096, false, "~28M parameters (KV-cache benchmark)"},
       {"100m", 32000, 768, 12, 12, 4, 2048, 4096, true, "~100M parameters, tied embeddings"},
       {"1b", 32000, 2048, 16, 16, 2, 8192, 8192, true, "~1B parameters, head_dim 128, GQA 8:1"},
+      {"8b", 128256, 4096, 32, 32, 8, 14336, 8192, false,
+       "Llama-3-8B shapes (~8B parameters), for memory measurements"},
   };
   return *presets;
 }
@@ -156,10 +131,13 @@ absl::StatusOr<ModelPreset> FindPreset(const std::string& name) {
 
 absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
                                            gguf::TensorType dtype) {
-  if (dtype != gguf::TensorType::kF32 && dtype != gguf::TensorType::kF16 &&
-      dtype != gguf::TensorType::kBF16) {
-    return absl::InvalidArgumentError("make-model: dtype must be f32, f16 or bf16");
+  if (!gguf::IsSupportedTensorType(static_cast<uint32_t>(dtype))) {
+    return absl::InvalidArgumentError(absl::StrCat("make-model: unsupported dtype ",
+                                                   static_cast<uint32_t>(dtype)));
   }
+  // Norm vectors stay F32 in block-quantized models, as llama-quantize leaves them.
+  const gguf::TensorType norm_type =
+      kernels::IsBlockType(gguf::ToDType(dtype)) ? gguf::TensorType::kF32 : dtype;
   gguf::GgufWriter w;
   w.AddString("general.architecture", "llama");
   w.AddString("general.name", absl::StrCat("pagoda-", p.name));
@@ -181,12 +159,14 @@ absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
     std::vector<float> v(rows * cols);
     const float a = gain * std::sqrt(3.f / static_cast<float>(cols));
     for (float& x : v) x = a * rng.Symmetric();
-    w.AddTensor(name, {cols, rows}, dtype, Encode(v, dtype));
+    const gguf::TensorType type = MatrixType(dtype, cols);
+    w.AddTensor(name, {cols, rows}, type, Encode(v, cols, type));
   };
   auto norm = [&](const std::string& name) {
     std::vector<float> v(p.dim);
     for (float& x : v) x = 1.f + 0.1f * rng.Symmetric();
-    w.AddTensor(name, {static_cast<uint64_t>(p.dim)}, dtype, Encode(v, dtype));
+    w.AddTensor(name, {static_cast<uint64_t>(p.dim)}, norm_type,
+                Encode(v, static_cast<uint64_t>(p.dim), norm_type));
   };
   matrix("token_embd.weight", p.vocab_size, p.dim, std::sqrt(static_cast<float>(p.dim)) * 0.5f);
   norm("output_norm.weight");

@@ -26,12 +26,15 @@ struct ModelPreset {
   std::string description;
 };
 
-// The built-in presets, smallest first ("tiny" ... "1b").
+// The built-in presets, smallest first ("tiny" ... "8b").
 const std::vector<ModelPreset>& ModelPresets();
 // The preset called `name`; NotFound lists the known names.
 absl::StatusOr<ModelPreset> FindPreset(const std::string& name);
 
-// A GGUF image of `preset` with weights drawn from `seed`, stored as `dtype` (F32, F16 or BF16).
+// A GGUF image of `preset` with weights drawn from `seed`, stored as `dtype` (any type
+// gguf::IsSupportedTensorType accepts) with ggml's reference quantizers. Matrices whose
+// rows are not whole `dtype` blocks stay F32; norm vectors are F32 in block-quantized
+// models (as llama-quantize leaves them). InvalidArgument for an unsupported dtype.
 absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& preset, uint64_t seed,
                                            gguf::TensorType dtype);
 // Name of the model pagoda serves when no --model is given.

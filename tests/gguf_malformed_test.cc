@@ -180,7 +180,9 @@ TEST(GgufMalformed, ElementCountOverflow) {
 }
 
 TEST(GgufMalformed, UnknownTensorType) {
-  EXPECT_THAT(ErrorOf(OneTensor({32}, 2, 0, 64)), HasSubstr("unknown tensor type 2"));
+  EXPECT_THAT(ErrorOf(OneTensor({32}, 4, 0, 64)), HasSubstr("unknown tensor type 4"));
+  EXPECT_THAT(ErrorOf(OneTensor({256}, 16, 0, 64)),
+              HasSubstr("has type IQ2_XXS, which pagoda does not support"));
   EXPECT_THAT(ErrorOf(OneTensor({32}, 31, 0, 64)), HasSubstr("unknown tensor type 31"));
 }
 

@@ -211,10 +211,10 @@ TEST(GgufDequantize, Errors) {
   t.nbytes = 15;
   EXPECT_THAT(std::string(DequantizeToF32(t, absl::MakeSpan(out)).message()),
               HasSubstr("needs 16 bytes of F32 but has 15"));
-  t.type = static_cast<TensorType>(2);
+  t.type = static_cast<TensorType>(4);
   t.nbytes = 16;
   EXPECT_THAT(std::string(DequantizeToF32(t, absl::MakeSpan(out)).message()),
-              HasSubstr("unknown tensor type 2"));
+              HasSubstr("unknown tensor type 4"));
   t.type = TensorType::kF32;
   t.dims = {0, 4};
   EXPECT_THAT(std::string(DequantizeToF32(t, absl::MakeSpan(out)).message()),
@@ -231,10 +231,25 @@ TEST(GgufSizes, TensorBytesAndElementCount) {
               HasSubstr("33 elements of Q8_0 are not a whole number of 32-element blocks"));
   EXPECT_THAT(std::string(TensorBytes(TensorType::kF32, uint64_t{1} << 62).status().message()),
               HasSubstr("overflows"));
-  EXPECT_FALSE(TensorBytes(static_cast<TensorType>(2), 1).ok());
+  EXPECT_EQ(*TensorBytes(TensorType::kQ4_0, 64), 36u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ4_1, 64), 40u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ5_0, 64), 44u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ5_1, 64), 48u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ2_K, 512), 168u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ3_K, 512), 220u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ4_K, 512), 288u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ5_K, 512), 352u);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ6_K, 512), 420u);
+  EXPECT_THAT(std::string(TensorBytes(TensorType::kQ4_K, 32).status().message()),
+              HasSubstr("32 elements of Q4_K are not a whole number of 256-element blocks"));
+  EXPECT_FALSE(TensorBytes(static_cast<TensorType>(4), 1).ok());
+  EXPECT_FALSE(TensorBytes(static_cast<TensorType>(16), 256).ok());  // IQ2_XXS
   EXPECT_EQ(TensorTypeName(TensorType::kQ8_0), "Q8_0");
   EXPECT_EQ(TensorTypeName(TensorType::kBF16), "BF16");
-  EXPECT_EQ(TensorTypeName(static_cast<TensorType>(2)), "?");
+  EXPECT_EQ(TensorTypeName(TensorType::kQ4_K), "Q4_K");
+  EXPECT_EQ(TensorTypeName(static_cast<TensorType>(16)), "IQ2_XXS");
+  EXPECT_EQ(TensorTypeName(static_cast<TensorType>(4)), "?");
+  EXPECT_EQ(TensorTypeName(static_cast<TensorType>(99)), "?");
   EXPECT_EQ(*ElementCount(std::vector<uint64_t>{2, 3, 4, 5}), 120u);
   EXPECT_FALSE(ElementCount(std::vector<uint64_t>{}).ok());
   EXPECT_FALSE(ElementCount(std::vector<uint64_t>{1, 1, 1, 1, 1}).ok());

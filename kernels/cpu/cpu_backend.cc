@@ -12,6 +12,8 @@
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
 #include "kernels/cpu/cpu_rope.h"
+#include "kernels/cpu/cpu_quant_matmul.h"
+#include "kernels/quant/dequantize.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -61,10 +63,22 @@ class CpuBackend final : public Backend {
     return t;
   }
 
+  // Keeps the bytes as the file stores them (F32, F16, BF16 or a block format).
+  absl::StatusOr<OwnedTensor> CreateWeightRaw(DType type, const void* data, int64_t rows,
+                                              int64_t cols) override {
+    if (absl::Status s = ValidateWeightShape(type, rows, cols); !s.ok()) return s;
+    auto t = AllocateTensor(type, rows, cols);
+    if (!t.ok()) return t.status();
+    std::memcpy(t->view.data, data, DTypeRowBytes(type, rows * cols));
+    return t;
+  }
+
   absl::Status ReadF32(const Tensor& x, float* host) override {
-    if (x.dtype != DType::kF32) return absl::InvalidArgumentError("cpu: tensors are f32");
+    if (x.dtype == DType::kQ8_1 || x.dtype == DType::kQ8_K) {
+      return absl::InvalidArgumentError("cpu: cannot read an activation-format tensor");
+    }
     for (int64_t r = 0; r < x.rows; ++r) {
-      std::memcpy(host + r * x.cols, x.row<float>(r), static_cast<size_t>(x.cols) * 4);
+      quant::DequantizeRow(x.dtype, x.row_bytes(r), host + r * x.cols, x.cols);
     }
     return absl::OkStatus();
   }
@@ -76,10 +90,11 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // A row of a 16-bit or quantized table is dequantized (ggml's get_rows).
   void Embed(const Tensor& table, const Tensor& out) override {
     for (int32_t i = 0; i < batch_.num_tokens(); ++i) {
-      std::memcpy(out.row<float>(i), table.row<float>(batch_.token_ids[i]),
-                  static_cast<size_t>(out.cols) * sizeof(float));
+      quant::DequantizeRow(table.dtype, table.row_bytes(batch_.token_ids[i]), out.row<float>(i),
+                           out.cols);
     }
   }
 
@@ -96,6 +111,10 @@ class CpuBackend final : public Backend {
   }
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& out) override {
+    if (w.dtype != DType::kF32) {
+      cpu::QuantMatMul(x, w, out, &quant_scratch_, &pool_);
+      return;
+    }
     // out[n, m] = x[n, k] * w[m, k]^T; thread t computes the columns [m0, m1) of out.
     const int64_t n = x.rows, m = w.rows, k = x.cols;
     auto columns = [&](int64_t m0, int64_t m1) {
@@ -173,6 +192,7 @@ class CpuBackend final : public Backend {
 
   ThreadPool pool_;
   BatchInput batch_;
+  std::vector<uint8_t> quant_scratch_;  // activations quantized for QuantMatMul
 };
 
 }  // namespace

@@ -1,0 +1,53 @@
+#include "kernels/cpu/cpu_quant_matmul.h"
+
+#include <algorithm>
+
+#include "kernels/quant/activation_quant.h"
+#include "kernels/quant/vec_dot.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+// Products below this many multiply-adds run on the calling thread.
+constexpr int64_t kMinParallelMacs = 1 << 18;
+// Output columns per work item.
+constexpr int64_t kColumnGrain = 16;
+
+}  // namespace
+
+void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vector<uint8_t>* scratch,
+                 ThreadPool* pool) {
+  const int64_t n = x.rows, m = w.rows, k = x.cols;
+  const DType act_type = quant::VecDotType(w.dtype);
+  const size_t act_row = DTypeRowBytes(act_type, k);
+  if (scratch->size() < act_row * static_cast<size_t>(n)) {
+    scratch->resize(act_row * static_cast<size_t>(n));
+  }
+  uint8_t* acts = scratch->data();
+  const bool parallel = n * m * k >= kMinParallelMacs && pool->num_threads() > 1;
+  auto quantize_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      quant::QuantizeActivations(act_type, x.row<const float>(r), acts + r * act_row, k);
+    }
+  };
+  auto columns = [&](int64_t m0, int64_t m1) {
+    for (int64_t c = m0; c < m1; ++c) {
+      const char* wrow = w.row_bytes(c);
+      for (int64_t r = 0; r < n; ++r) {
+        out.row<float>(r)[c] = quant::VecDot(w.dtype, k, wrow, acts + r * act_row);
+      }
+    }
+  };
+  if (!parallel) {
+    quantize_rows(0, n);
+    columns(0, m);
+    return;
+  }
+  pool->ParallelFor(n, 1, quantize_rows);
+  const int64_t chunks = (m + kColumnGrain - 1) / kColumnGrain;
+  pool->ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+    columns(begin * kColumnGrain, std::min(m, end * kColumnGrain));
+  });
+}
+
+}  // namespace pagoda::kernels::cpu
