@@ -92,22 +92,14 @@ void SplitGpt2(const CpText& t, size_t begin, size_t end, std::vector<size_t>* l
     }
     // ` ?` then a run of one class: letters, numbers, or [^\s\p{L}\p{N}].
     const size_t run = cp == ' ' ? pos + 1 : pos;
-    const uint16_t f = w.Flags(run);
-    uint16_t cls = 0;
-    if (f & kLetter) {
-      cls = kLetter;
-    } else if (f & kNumber) {
-      cls = kNumber;
-    } else if (w.IsOther(run)) {
-      cls = 0xFFFF;
-    }
-    if (cls != 0) {
-      pos = run;
-      if (cls == 0xFFFF) {
-        while (w.IsOther(pos)) ++pos;
-      } else {
-        while (w.Is(pos, cls)) ++pos;
-      }
+    // The class of the run's first code point decides which run it is.
+    auto same_class = [&w, first = run](size_t p) {
+      if (w.Is(first, kLetter)) return w.Is(p, kLetter);
+      if (w.Is(first, kNumber)) return w.Is(p, kNumber);
+      return w.IsOther(p);
+    };
+    if (w.Is(run, kLetter | kNumber) || w.IsOther(run)) {
+      for (pos = run; same_class(pos);) ++pos;
       cut.Cut(pos);
       continue;
     }

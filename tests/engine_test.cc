@@ -52,7 +52,9 @@ void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preem
   }
   EXPECT_TRUE(testing::WaitForIdle(*batch_engine));
   const engine::EngineStats stats = batch_engine->Stats();
-  if (expect_preemption) EXPECT_GT(stats.num_preemptions, 0);
+  if (expect_preemption) {
+    EXPECT_GT(stats.num_preemptions, 0);
+  }
   EXPECT_EQ(stats.num_free_blocks, stats.num_blocks);
 }
 
