@@ -129,8 +129,8 @@ __m256i KSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh, const uint8
           hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
     }
     sumi = _mm256_add_epi32(sumi, ScaledChunk(lo, Load32(y.qs + 64 * j), sc[2 * j], sc[2 * j]));
-    sumi = _mm256_add_epi32(sumi,
-                            ScaledChunk(hi, Load32(y.qs + 64 * j + 32), sc[2 * j + 1], sc[2 * j + 1]));
+    sumi = _mm256_add_epi32(
+        sumi, ScaledChunk(hi, Load32(y.qs + 64 * j + 32), sc[2 * j + 1], sc[2 * j + 1]));
   }
   return sumi;
 }
@@ -195,12 +195,13 @@ float DotQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
         const __m256i q = _mm256_or_si256(lows[k], high);
         const int g = 8 * j + 2 * k;
-        sumi = _mm256_add_epi32(sumi,
-                                ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
+        sumi = _mm256_add_epi32(
+            sumi, ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
       }
     }
     const __m256i bsums = Load32(y[i].bsums);
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
@@ -214,8 +215,10 @@ float DotF16(const uint16_t* x, const uint16_t* y, int64_t n) {
                    _mm256_setzero_ps()};
   for (int64_t i = 0; i < np; i += 32) {
     for (int j = 0; j < 4; ++j) {
-      const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
-      const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
+      const __m256 a =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
+      const __m256 b =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
       sum[j] = _mm256_fmadd_ps(a, b, sum[j]);
     }
   }
