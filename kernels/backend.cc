@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/quant/dequantize.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/quant/dequantize.h"
 #ifdef PAGODA_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -17,7 +17,8 @@ absl::StatusOr<OwnedTensor> Backend::AllocateTensor(DType dtype, int64_t rows, i
   if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative tensor shape");
   if (cols % DTypeBlockElems(dtype) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("a row of ", cols, " elements is not a whole ",
-                                                   "number of ", std::string(DTypeName(dtype)), " blocks"));
+                                                   "number of ", std::string(DTypeName(dtype)),
+                                                   " blocks"));
   }
   const size_t bytes = DTypeRowBytes(dtype, rows * cols);
   OwnedTensor t;

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <iterator>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -23,7 +23,6 @@ namespace {
 
 // This abseil build keeps its own string_view type; convert at the boundary.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 
 absl::string_view ValueTypeName(ValueType type) {
   switch (type) {
@@ -100,12 +99,11 @@ absl::StatusOr<int64_t> ToInt(const Value& v, std::string_view key, std::string_
 std::string_view TensorTypeName(TensorType type) {
   // ggml's type names by number (ggml.h); "" marks numbers ggml retired or never used.
   static constexpr std::string_view kNames[] = {
-      "F32",     "F16",    "Q4_0",    "Q4_1",   "",      "",      "Q5_0",   "Q5_1",  "Q8_0",
-      "Q8_1",    "Q2_K",   "Q3_K",    "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",   "IQ2_XXS",
-      "IQ2_XS",  "IQ3_XXS", "IQ1_S",  "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",
-      "I16",     "I32",    "I64",     "F64",    "IQ1_M", "BF16",  "",       "",
-      "",        "TQ1_0",  "TQ2_0",   "",       "",      "",      "MXFP4",  "NVFP4",
-      "Q1_0",    "Q2_0"};
+      "F32",     "F16",   "Q4_0",   "Q4_1",  "",      "",       "Q5_0", "Q5_1",    "Q8_0",
+      "Q8_1",    "Q2_K",  "Q3_K",   "Q4_K",  "Q5_K",  "Q6_K",   "Q8_K", "IQ2_XXS", "IQ2_XS",
+      "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",   "I16",     "I32",
+      "I64",     "F64",   "IQ1_M",  "BF16",  "",      "",       "",     "TQ1_0",   "TQ2_0",
+      "",        "",      "",       "MXFP4", "NVFP4", "Q1_0",   "Q2_0"};
   const auto t = static_cast<uint32_t>(type);
   if (t >= std::size(kNames) || kNames[t].empty()) return "?";
   return kNames[t];
@@ -170,8 +168,8 @@ absl::StatusOr<TensorType> FromDType(kernels::DType dtype) {
       return static_cast<TensorType>(t);
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "gguf: ", std::string(kernels::DTypeName(dtype)), " is not a GGUF weight type"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("gguf: ", std::string(kernels::DTypeName(dtype)), " is not a GGUF weight type"));
 }
 
 absl::StatusOr<uint64_t> TensorBytes(TensorType type, uint64_t n) {
@@ -421,8 +419,7 @@ absl::Status DequantizeToF32(const TensorInfo& tensor, absl::Span<float> out) {
                                                    " bytes of ", Sv(TensorTypeName(tensor.type)),
                                                    " but has ", tensor.nbytes));
   }
-  if (tensor.dims[0] % static_cast<uint64_t>(kernels::DTypeBlockElems(ToDType(tensor.type))) !=
-      0) {
+  if (tensor.dims[0] % static_cast<uint64_t>(kernels::DTypeBlockElems(ToDType(tensor.type))) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", tensor.name, "' has rows of ",
                                                    tensor.dims[0], " elements, not whole ",
                                                    Sv(TensorTypeName(tensor.type)), " blocks"));

@@ -163,9 +163,9 @@ class GgufFile {
   absl::flat_hash_map<std::string, size_t> tensor_index_;
 };
 
-// Converts a tensor's elements to fp32 (every supported type, as ggml dequantizes). InvalidArgument when
-// out.size() != the element count, or the tensor is malformed (unknown type, dims, fewer
-// than TensorBytes valid bytes).
+// Converts a tensor's elements to fp32 (every supported type, as ggml dequantizes). InvalidArgument
+// when out.size() != the element count, or the tensor is malformed (unknown type, dims, fewer than
+// TensorBytes valid bytes).
 absl::Status DequantizeToF32(const TensorInfo& tensor, absl::Span<float> out);
 
 }  // namespace pagoda::gguf

@@ -136,7 +136,8 @@ absl::Status LlamaModel::LoadStacked(const gguf::GgufFile& file,
     int64_t rows = 0;
     for (size_t i = 0; i < infos.size(); ++i) {
       ASSIGN_OR_RETURN(const uint8_t* data, RawBytes(*infos[i]));
-      const size_t n = kernels::DTypeRowBytes(gguf::ToDType(infos[i]->type), parts[i].second * cols);
+      const size_t n =
+          kernels::DTypeRowBytes(gguf::ToDType(infos[i]->type), parts[i].second * cols);
       bytes.insert(bytes.end(), data, data + n);
       rows += parts[i].second;
     }
@@ -148,9 +149,9 @@ absl::Status LlamaModel::LoadStacked(const gguf::GgufFile& file,
   }
   for (size_t i = 0; i < infos.size(); ++i) {
     ASSIGN_OR_RETURN(const uint8_t* data, RawBytes(*infos[i]));
-    ASSIGN_OR_RETURN(kernels::OwnedTensor w,
-                     backend_->CreateWeightRaw(gguf::ToDType(infos[i]->type), data,
-                                               parts[i].second, cols));
+    ASSIGN_OR_RETURN(
+        kernels::OwnedTensor w,
+        backend_->CreateWeightRaw(gguf::ToDType(infos[i]->type), data, parts[i].second, cols));
     dst->parts.push_back(std::move(w));
   }
   return absl::OkStatus();
@@ -208,9 +209,9 @@ absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
                                 c.dim, &L.wqkv));
     RETURN_IF_ERROR(load_matrix(p + "attn_output.weight", c.dim, c.q_dim(), &L.wo));
     RETURN_IF_ERROR(load_vector(p + "ffn_norm.weight", &L.ffn_norm));
-    RETURN_IF_ERROR(LoadStacked(
-        file, {{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}}, c.dim,
-        &L.w_gate_up));
+    RETURN_IF_ERROR(
+        LoadStacked(file, {{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}},
+                    c.dim, &L.w_gate_up));
     RETURN_IF_ERROR(load_matrix(p + "ffn_down.weight", c.dim, c.ffn_dim, &L.w_down));
   }
   return absl::OkStatus();

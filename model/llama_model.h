@@ -68,8 +68,8 @@ class LlamaModel {
   kernels::RopeParams MakeRopeParams() const;
   // Loads the listed [rows, cols] matrices, stacked by rows, in their file types.
   absl::Status LoadStacked(const gguf::GgufFile& file,
-                           const std::vector<std::pair<std::string, int64_t>>& parts,
-                           int64_t cols, StackedWeight* dst);
+                           const std::vector<std::pair<std::string, int64_t>>& parts, int64_t cols,
+                           StackedWeight* dst);
   // out = x * w^T, each part into its slice of out's columns.
   void MatMulStacked(const kernels::Tensor& x, const StackedWeight& w, const kernels::Tensor& out);
   absl::Status EnsureWorkspace(int64_t tokens, int64_t logit_rows);

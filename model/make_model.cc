@@ -132,8 +132,8 @@ absl::StatusOr<ModelPreset> FindPreset(const std::string& name) {
 absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
                                            gguf::TensorType dtype) {
   if (!gguf::IsSupportedTensorType(static_cast<uint32_t>(dtype))) {
-    return absl::InvalidArgumentError(absl::StrCat("make-model: unsupported dtype ",
-                                                   static_cast<uint32_t>(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("make-model: unsupported dtype ", static_cast<uint32_t>(dtype)));
   }
   // Norm vectors stay F32 in block-quantized models, as llama-quantize leaves them.
   const gguf::TensorType norm_type =

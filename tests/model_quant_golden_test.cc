@@ -59,8 +59,7 @@ TEST_P(QuantGoldenTest, GreedyMatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantGoldenTest,
-                         ::testing::Values("Q8_0", "Q6_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1",
-                                           "Q4_0"));
+                         ::testing::Values("Q8_0", "Q6_K", "Q5_1", "Q5_0", "Q4_K", "Q4_1", "Q4_0"));
 
 }  // namespace
 }  // namespace pagoda

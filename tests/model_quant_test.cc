@@ -121,7 +121,8 @@ std::unique_ptr<gguf::GgufFile> Requantized(const gguf::GgufFile& file,
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Q4_K_M-style: Q4_K with attn_v and ffn_up in Q6_K, so QKV and gate|up mix types and run

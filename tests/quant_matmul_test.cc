@@ -77,8 +77,9 @@ double MinTermCorrection(DType type, const uint8_t* w, const uint8_t* act, int64
 // x [n, k] times w [m, k]^T into columns [1, 1 + m) of a [n, m + 3] buffer, against the
 // reference; the other columns must stay untouched.
 void CheckProduct(DType type, int64_t n, int64_t m, int64_t k, int threads) {
-  SCOPED_TRACE(std::string(DTypeName(type)) + " n=" + std::to_string(n) + " m=" +
-               std::to_string(m) + " k=" + std::to_string(k) + " threads=" + std::to_string(threads));
+  SCOPED_TRACE(std::string(DTypeName(type)) + " n=" + std::to_string(n) +
+               " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+               " threads=" + std::to_string(threads));
   auto backend = Cpu(threads);
   const std::vector<float> wf = Random(m * k, 1);
   std::vector<float> x = Random(n * k, 2);
@@ -104,8 +105,8 @@ void CheckProduct(DType type, int64_t n, int64_t m, int64_t k, int threads) {
         dot += double{wr[i]} * a[i];
         mag += std::fabs(double{wr[i]} * a[i]);
       }
-      if (act == DType::kQ8_1) dot += MinTermCorrection(type, wq.data() + c * DTypeRowBytes(type, k),
-                                                        aq.data(), k);
+      if (act == DType::kQ8_1)
+        dot += MinTermCorrection(type, wq.data() + c * DTypeRowBytes(type, k), aq.data(), k);
       ASSERT_NEAR(out[r * width + 1 + c], dot, 2e-6 * mag + 1e-6) << "row " << r << " col " << c;
     }
   }
@@ -261,8 +262,8 @@ TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
     const auto& expected = want.at(std::string(DTypeName(d)));
     ASSERT_EQ(expected.size(), 16u);
     for (int c = 0; c < 16; ++c) {
-      const int n = (d == DType::kF16 || d == DType::kBF16) ? 256 + 8 * c + (c % 3)
-                                                           : 256 * (1 + c % 3);
+      const int n =
+          (d == DType::kF16 || d == DType::kBF16) ? 256 + 8 * c + (c % 3) : 256 * (1 + c % 3);
       SplitMix rng{static_cast<uint64_t>(1000 * t + c)};
       std::vector<float> w(n), x(n);
       for (int i = 0; i < n; ++i) w[i] = rng.Sym() * static_cast<float>(1 + i % 5);
@@ -287,4 +288,3 @@ TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
 
 }  // namespace
 }  // namespace pagoda::kernels
-

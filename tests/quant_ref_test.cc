@@ -84,8 +84,8 @@ TEST(QuantRef, QuantizerBytesEqualLlamaQuantize) {
           break;
         }
       }
-      EXPECT_EQ(first_diff, got.size()) << "first differing byte (block "
-                                        << first_diff / kernels::DTypeBlockBytes(dt) << ")";
+      EXPECT_EQ(first_diff, got.size())
+          << "first differing byte (block " << first_diff / kernels::DTypeBlockBytes(dt) << ")";
       ++checked;
     }
     EXPECT_EQ(checked, 9) << type;  // token_embd, output, 7 layer matrices

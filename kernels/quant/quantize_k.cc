@@ -17,9 +17,8 @@ constexpr float kGroupMaxEps = 1e-15f;
 // Weighted affine fit x ~ scale * L + min (min <= 0) with L in [0, nmax], searching
 // nstep + 1 trial scales around nmax / (max - min); ggml's make_qkx2_quants. Returns the
 // scale; *neg_min gets -min.
-float FitAffine(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                float* neg_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                bool use_mad) {
+float FitAffine(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min,
+                uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -196,8 +195,8 @@ template <typename LType>
 void Pack2Bit(const LType* L, uint8_t* qs) {
   for (int j = 0; j < kQkK; j += 128) {
     for (int l = 0; l < 32; ++l) {
-      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) |
-                                           (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                           (L[j + l + 96] << 6));
     }
   }
 }
@@ -261,8 +260,8 @@ void QuantizeRowQ2_K(const float* x, void* vy, int64_t n) {
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 16; ++j) {
       for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = FitAffine(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f,
-                            15, true);
+      scales[j] =
+          FitAffine(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }

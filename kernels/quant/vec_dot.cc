@@ -198,13 +198,14 @@ PAGODA_HOT void MinProducts(const BlockQ8_K& y, const uint8_t* mins, int32_t* pr
 // Q4_K (bits = 0) and Q5_K (bits = 1): quants of chunk c are nibble c % 2 of qs[32 * (c / 2)
 // + l], plus 16 times bit c of qh[l] for Q5_K.
 template <typename Block>
-PAGODA_HOT void KQuantSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh,
-                           const uint8_t* sc, int32_t* sumi) {
+PAGODA_HOT void KQuantSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh, const uint8_t* sc,
+                           int32_t* sumi) {
   int q[32];
   for (int c = 0; c < 8; ++c) {
     const uint8_t* qs = x.qs + 32 * (c / 2);
     for (int l = 0; l < 32; ++l) {
-      q[l] = (c % 2 == 0 ? qs[l] & 0xF : qs[l] >> 4) + (qh != nullptr ? ((qh[l] >> c) & 1) << 4 : 0);
+      q[l] =
+          (c % 2 == 0 ? qs[l] & 0xF : qs[l] >> 4) + (qh != nullptr ? ((qh[l] >> c) & 1) << 4 : 0);
     }
     AddChunk(q, y.qs + 32 * c, sc[c], sc[c], sumi);
   }

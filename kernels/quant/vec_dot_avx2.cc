@@ -111,6 +111,70 @@ inline __m256i ScaledChunk(__m256i u, __m256i s, int lo, int hi) {
   return _mm256_madd_epi16(scales, _mm256_maddubs_epi16(u, s));
 }
 
+// Scales (16-bit lanes 0..7 = lo, 8..15 = hi) times pair sums already in 16-bit lanes.
+inline __m256i ScalePairs(__m256i pairs, int lo, int hi) {
+  const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)),
+                                          _mm_set1_epi16(static_cast<int16_t>(lo)));
+  return _mm256_madd_epi16(scales, pairs);
+}
+
+float DotQ2_K(const BlockQ2_K* x, const BlockQ8_K* y, int64_t nb) {
+  const __m256i three = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    const float dmin = -y[i].d * H(x[i].dmin);
+    const uint8_t* sc = x[i].scales;
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+    const __m256i mins =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+    const __m256i prod = _mm256_madd_epi16(mins, Load32(y[i].bsums));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i bits = Load32(x[i].qs + 32 * j);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), three);
+        const int g = 8 * j + 2 * k;
+        sumi = _mm256_add_epi32(
+            sumi, ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g] & 0xF, sc[g + 1] & 0xF));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+// Q3_K: quants low2 - 4 * (high bit clear), as two unsigned products subtracted.
+float DotQ3_K(const BlockQ3_K* x, const BlockQ8_K* y, int64_t nb) {
+  const __m256i three = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = y[i].d * H(x[i].d);
+    int8_t scales[16];
+    UnpackQ3KScales(x[i].scales, scales);
+    const __m256i hbits = Load32(x[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 2; ++j) {
+      const __m256i bits = Load32(x[i].qs + 32 * j);
+      for (int k = 0; k < 4; ++k) {
+        const int bit = 4 * j + k;
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), three);
+        const __m256i clear =
+            _mm256_andnot_si256(hbits, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+        const __m256i four = _mm256_slli_epi16(_mm256_srli_epi16(clear, bit), 2);
+        const __m256i y8 = Load32(y[i].qs + 128 * j + 32 * k);
+        const __m256i pairs =
+            _mm256_sub_epi16(_mm256_maddubs_epi16(low, y8), _mm256_maddubs_epi16(four, y8));
+        const int g = 8 * j + 2 * k;
+        sumi = _mm256_add_epi32(sumi, ScalePairs(pairs, scales[g], scales[g + 1]));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return HorizontalSum(acc);
+}
+
 // Q4_K (qh == nullptr) and Q5_K super-blocks' scaled integer lanes.
 template <typename Block>
 __m256i KSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh, const uint8_t* sc) {
@@ -129,8 +193,8 @@ __m256i KSums(const Block& x, const BlockQ8_K& y, const uint8_t* qh, const uint8
           hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4));
     }
     sumi = _mm256_add_epi32(sumi, ScaledChunk(lo, Load32(y.qs + 64 * j), sc[2 * j], sc[2 * j]));
-    sumi = _mm256_add_epi32(sumi,
-                            ScaledChunk(hi, Load32(y.qs + 64 * j + 32), sc[2 * j + 1], sc[2 * j + 1]));
+    sumi = _mm256_add_epi32(
+        sumi, ScaledChunk(hi, Load32(y.qs + 64 * j + 32), sc[2 * j + 1], sc[2 * j + 1]));
   }
   return sumi;
 }
@@ -195,12 +259,13 @@ float DotQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
         const __m256i q = _mm256_or_si256(lows[k], high);
         const int g = 8 * j + 2 * k;
-        sumi = _mm256_add_epi32(sumi,
-                                ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
+        sumi = _mm256_add_epi32(
+            sumi, ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
       }
     }
     const __m256i bsums = Load32(y[i].bsums);
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
@@ -214,8 +279,10 @@ float DotF16(const uint16_t* x, const uint16_t* y, int64_t n) {
                    _mm256_setzero_ps()};
   for (int64_t i = 0; i < np; i += 32) {
     for (int j = 0; j < 4; ++j) {
-      const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
-      const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
+      const __m256 a =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * j)));
+      const __m256 b =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8 * j)));
       sum[j] = _mm256_fmadd_ps(a, b, sum[j]);
     }
   }
@@ -286,6 +353,12 @@ bool VecDotAvx2(DType type, int64_t n, const void* w, const void* act, float* ou
       return true;
     case DType::kQ8_0:
       *out = DotQ8_0(As<BlockQ8_0>(w), As<BlockQ8_0>(act), nb);
+      return true;
+    case DType::kQ2_K:
+      *out = DotQ2_K(As<BlockQ2_K>(w), As<BlockQ8_K>(act), nb);
+      return true;
+    case DType::kQ3_K:
+      *out = DotQ3_K(As<BlockQ3_K>(w), As<BlockQ8_K>(act), nb);
       return true;
     case DType::kQ4_K:
       *out = DotQ4_K(As<BlockQ4_K>(w), As<BlockQ8_K>(act), nb);
