@@ -76,8 +76,7 @@ class Tokenizer {
   // `parse_special`, text spelling a control, user-defined or unknown token becomes that
   // token (longest first); without it only user-defined tokens are (as llama.cpp does).
   std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special) const;
-  // Encode(text, add_bos, /*parse_special=*/false): stored text and callers not yet given a
-  // parse_special choice (tools/).
+  // Encode(text, add_bos, /*parse_special=*/false): plain text, no special-token parsing.
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const {
     return Encode(text, add_bos, /*parse_special=*/false);
   }

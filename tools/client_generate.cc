@@ -23,6 +23,7 @@ v1::GenerateRequest ToProto(const engine::GenerationRequest& r, const std::strin
   if (s.logprobs >= 0) p.set_logprobs(s.logprobs);
   for (const std::string& stop : r.stop) p.add_stop(stop);
   p.set_ignore_eos(r.ignore_eos);
+  p.set_parse_special(r.parse_special);
   return p;
 }
 

@@ -71,7 +71,7 @@ int RunOffline(const GenerateFlags& flags, const std::vector<std::string>& promp
   std::vector<Job> jobs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     engine::GenerationRequest r = RequestFromFlags(flags.sampling);
-    jobs[i].prompt = tok.Encode(prompts[i], tok.add_bos());
+    jobs[i].prompt = tok.Encode(prompts[i], tok.add_bos(), r.parse_special);
     r.prompt_token_ids = jobs[i].prompt;
     jobs[i].sink = std::make_shared<engine::CollectingSink>(
         stream ? [](const engine::GenerationOutput& o) {

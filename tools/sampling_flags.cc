@@ -16,6 +16,10 @@ void AddSamplingFlags(CLI::App* cmd, SamplingFlags* f) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--ignore-eos", f->ignore_eos, "keep generating after the end-of-sequence token");
+  cmd->add_option("--parse-special", f->parse_special,
+                  "prompt text that spells a special token (<|eot_id|>, <s>, ...) becomes that "
+                  "token; false = plain text")
+      ->default_str("true");
   cmd->add_option("--logprobs", f->logprobs,
                   "report the chosen token's logprob and the top-N; -1 = off");
 }
@@ -33,6 +37,7 @@ engine::GenerationRequest RequestFromFlags(const SamplingFlags& f) {
   s.logprobs = f.logprobs;
   r.stop = f.stop;
   r.ignore_eos = f.ignore_eos;
+  r.parse_special = f.parse_special;
   return r;
 }
 
