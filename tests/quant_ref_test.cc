@@ -1,4 +1,4 @@
-// The block formats against llama.cpp's own outputs (tests/data/quant_ref.tar.xz):
+// The block formats against llama.cpp's own outputs (tests/data/quant_ref_{models,dequant}.tar.xz):
 // dequantization of every type equals gguf-py's, and pagoda's quantizer writes the same
 // bytes llama-quantize wrote from the same F32 source.
 #include <cmath>
