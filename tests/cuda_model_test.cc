@@ -1,7 +1,10 @@
 // End to end on CUDA: greedy decoding of stories260K and its RoPE / qwen2 variants in fp32
 // reproduces the golden token ids (llama.cpp's), prefill then one token per step through a
-// shuffled block table; a bf16 run must produce in-vocabulary tokens. Skips without a device.
+// shuffled block table; a bf16 run must produce in-vocabulary tokens; every quantized weight
+// type gives the CPU's logits on the dequantized weights. Skips without a device.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -12,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/llama_model.h"
 #include "nlohmann/json.hpp"
 #include "tests/cuda_test_util.h"
@@ -158,6 +162,95 @@ INSTANTIATE_TEST_SUITE_P(Stories260KVariants, CudaVariantTest,
                              if (ch == '-') ch = '_';
                            }
                            return name;
+                         });
+
+// An F32 image of `file` with every tensor dequantized on the host: what the CUDA backend
+// computes from when it expands quantized weights at load.
+std::unique_ptr<gguf::GgufFile> DequantizedCopy(const gguf::GgufFile& file) {
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : file.metadata()) {
+    if (key != "general.alignment") w.AddValue(key, value);
+  }
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    std::vector<float> values(t.num_elements());
+    EXPECT_TRUE(gguf::DequantizeToF32(t, absl::MakeSpan(values)).ok()) << t.name;
+    std::vector<uint8_t> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    w.AddTensor(t.name, t.dims, gguf::TensorType::kF32, std::move(bytes));
+  }
+  auto copy = gguf::GgufFile::FromBytes(w.Serialize());
+  EXPECT_TRUE(copy.ok()) << copy.status();
+  return copy.ok() ? std::move(*copy) : nullptr;
+}
+
+// Logits of the last of `prompt`'s tokens after one prefill on `model`.
+std::vector<float> LastLogits(LlamaModel& model, const std::vector<int32_t>& prompt) {
+  const LlamaConfig& c = model.config();
+  kernels::Backend& be = *model.backend();
+  constexpr int32_t kBlock = 16;
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  const KvCacheShape shape{.num_layers = c.num_layers,
+                           .num_blocks = (n + kBlock - 1) / kBlock,
+                           .block_size = kBlock,
+                           .num_kv_heads = c.num_kv_heads,
+                           .head_dim = c.head_dim,
+                           .dtype = be.kv_dtype()};
+  auto memory = be.Allocate(shape.total_bytes());
+  EXPECT_TRUE(memory.ok());
+  if (!memory.ok()) return {};
+  BatchInput b;
+  b.token_ids = prompt;
+  for (int32_t i = 0; i < n; ++i) {
+    b.positions.push_back(i);
+    b.slot_mapping.push_back(i);
+  }
+  b.query_start_loc = {0, n};
+  b.seq_lens = {n};
+  for (int32_t i = 0; i < shape.num_blocks; ++i) b.block_tables.push_back(i);
+  b.max_blocks_per_seq = shape.num_blocks;
+  b.logits_indices = {n - 1};
+  std::vector<float> logits(c.vocab_size);
+  const absl::Status st = model.Forward(b, PagedKvCache{memory->data(), shape}, logits.data());
+  EXPECT_TRUE(st.ok()) << st;
+  return logits;
+}
+
+// Every weight type on CUDA (expanded at load) against the CPU oracle on the same weights
+// dequantized: llama-quantize's --pure files of tests/data/quant_ref_models.tar.xz, f32.
+class CudaQuantizedTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaQuantizedTest, LogitsMatchCpuOnDequantizedWeights) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  auto file = gguf::GgufFile::Open(
+      pagoda::testing::ModelPath("quant_ref/qref-" + GetParam() + ".gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::unique_ptr<gguf::GgufFile> f32 = DequantizedCopy(**file);
+  ASSERT_NE(f32, nullptr);
+  auto cpu = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto cuda = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
+                                         {.dtype = kernels::DType::kF32});
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto cpu_model = LlamaModel::Load(*f32, cpu->get());
+  ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
+  auto cuda_model = LlamaModel::Load(**file, cuda->get());
+  ASSERT_TRUE(cuda_model.ok()) << cuda_model.status();
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 9, 77, 300, 12, 5, 411, 260, 2};
+  const std::vector<float> want = LastLogits(**cpu_model, prompt);
+  const std::vector<float> got = LastLogits(**cuda_model, prompt);
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 1.f;
+  for (float v : want) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-3f * scale) << GetParam() << " logit " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaQuantizedTest,
+                         ::testing::Values("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
+                                           "Q4_K", "Q5_K", "Q6_K"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
                          });
 
 }  // namespace
