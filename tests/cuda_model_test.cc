@@ -221,8 +221,8 @@ class CudaQuantizedTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaQuantizedTest, LogitsMatchCpuOnDequantizedWeights) {
   PAGODA_SKIP_WITHOUT_CUDA();
-  auto file = gguf::GgufFile::Open(
-      pagoda::testing::ModelPath("quant_ref/qref-" + GetParam() + ".gguf"));
+  auto file =
+      gguf::GgufFile::Open(pagoda::testing::ModelPath("quant_ref/qref-" + GetParam() + ".gguf"));
   ASSERT_TRUE(file.ok()) << file.status();
   std::unique_ptr<gguf::GgufFile> f32 = DequantizedCopy(**file);
   ASSERT_NE(f32, nullptr);

@@ -31,7 +31,8 @@ std::string ModelsDir() {
   std::string dir = (env != nullptr && *env != '\0') ? env : PAGODA_DEFAULT_MODELS_DIR;
   if (!std::filesystem::exists(dir + "/stories260K.gguf")) {
     ADD_FAILURE() << "models folder " << dir
-                  << " has no stories260K.gguf (tests/data is unpacked into build/testdata at configure time)";
+                  << " has no stories260K.gguf (tests/data is unpacked into build/testdata at "
+                     "configure time)";
   }
   return dir;
 }

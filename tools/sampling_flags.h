@@ -21,12 +21,12 @@ struct SamplingFlags {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool parse_special = true;  // prompt text spelling a special token becomes that token
-  int32_t logprobs = -1;  // -1 = off
+  int32_t logprobs = -1;      // -1 = off
 };
 
 // Adds --max-tokens, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed,
-// --stop, --ignore-eos, --parse-special and --logprobs to `cmd`, parsed into `flags` (which must outlive the
-// parse).
+// --stop, --ignore-eos, --parse-special and --logprobs to `cmd`, parsed into `flags` (which must
+// outlive the parse).
 void AddSamplingFlags(CLI::App* cmd, SamplingFlags* flags);
 // A request carrying the sampling flags (prompt left empty).
 engine::GenerationRequest RequestFromFlags(const SamplingFlags& flags);

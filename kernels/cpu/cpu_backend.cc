@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
-#include "kernels/cpu/cpu_rope.h"
 #include "kernels/cpu/cpu_quant_matmul.h"
+#include "kernels/cpu/cpu_rope.h"
 #include "kernels/quant/dequantize.h"
 
 namespace pagoda::kernels {
