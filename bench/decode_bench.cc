@@ -4,12 +4,15 @@
 //                   every step, at each of --contexts, and their ratio
 //   --mode batch    aggregate decode tokens/s at each of --batch-sizes concurrent
 //                   sequences of --context prompt tokens, and the ratio to batch 1
+//   --mode profile  wall time per op per step (ms/step, % of step) of the prefill chunk and
+//                   the decode steps, at each of --batch-sizes (see decode_profile.h)
 //   --mode waste    KV-cache waste (reserved slots not holding a live token, over reserved
 //                   slots) sampled every step over a mixed-length workload
 //
 // A benchmark prints numbers; it never fails on them.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -21,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/decode_profile.h"
 #include "common/flag_spelling.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
@@ -29,15 +33,15 @@
 #include "model/llama_config.h"
 #include "model/make_model.h"
 
-ABSL_FLAG(std::string, mode, "batch", "kv, batch or waste");
+ABSL_FLAG(std::string, mode, "batch", "kv, batch, profile or waste");
 ABSL_FLAG(std::string, preset, "25m", "make-model preset built in memory (when --model is empty)");
 ABSL_FLAG(std::string, model, "", "GGUF model file instead of a preset");
 ABSL_FLAG(std::string, dtype, "f32", "weight type of the in-memory preset: f32, f16 or bf16");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 = all");
 ABSL_FLAG(std::string, contexts, "128,512,1024", "--mode kv: context lengths");
-ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "--mode batch: concurrent sequences");
-ABSL_FLAG(int32_t, context, 128, "--mode batch: prompt tokens per sequence");
+ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "--mode batch/profile: concurrent sequences");
+ABSL_FLAG(int32_t, context, 128, "--mode batch/profile: prompt tokens per sequence");
 ABSL_FLAG(int32_t, decode_tokens, 32, "tokens generated per sequence");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 ABSL_FLAG(int64_t, kv_cache_memory, 0, "KV cache bytes (0 = engine default)");
@@ -82,7 +86,12 @@ std::vector<int32_t> ParseList(const std::string& s) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig config) {
+using BackendWrap =
+    std::function<std::unique_ptr<kernels::Backend>(std::unique_ptr<kernels::Backend>)>;
+
+// An engine on the flags' model and device; `wrap` (when set) decorates the backend.
+absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig config,
+                                                           const BackendWrap& wrap = nullptr) {
   std::unique_ptr<gguf::GgufFile> file;
   if (!absl::GetFlag(FLAGS_model).empty()) {
     auto f = gguf::GgufFile::Open(absl::GetFlag(FLAGS_model));
@@ -111,7 +120,9 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig 
   if (!backend.ok()) return backend.status();
   config.block_size = absl::GetFlag(FLAGS_block_size);
   config.kv_cache_memory = absl::GetFlag(FLAGS_kv_cache_memory);
-  auto engine = engine::Engine::Create(config, std::move(file), *std::move(backend));
+  std::unique_ptr<kernels::Backend> be = *std::move(backend);
+  if (wrap) be = wrap(std::move(be));
+  auto engine = engine::Engine::Create(config, std::move(file), std::move(be));
   if (engine.ok()) (*engine)->Start();
   return engine;
 }
@@ -210,6 +221,18 @@ int RunBatch() {
   return 0;
 }
 
+int RunProfileMode() {
+  ProfileOptions options{.batch_sizes = ParseList(absl::GetFlag(FLAGS_batch_sizes)),
+                         .context = absl::GetFlag(FLAGS_context),
+                         .decode_tokens = absl::GetFlag(FLAGS_decode_tokens),
+                         .model_label = absl::GetFlag(FLAGS_model).empty()
+                                            ? absl::GetFlag(FLAGS_preset)
+                                            : absl::GetFlag(FLAGS_model)};
+  return RunProfile(options, [](engine::EngineConfig config, BackendWrap wrap) {
+    return MakeEngine(config, wrap);
+  });
+}
+
 int RunWaste() {
   auto engine = MakeEngine({.max_seqs = 256});
   if (!engine.ok()) {
@@ -256,7 +279,8 @@ int RunWaste() {
 }  // namespace pagoda::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("pagoda-decode-bench --mode kv|batch|waste [--preset NAME] ...");
+  absl::SetProgramUsageMessage(
+      "pagoda-decode-bench --mode kv|batch|profile|waste [--preset NAME] ...");
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i)
     args.push_back(i == 0 ? argv[0] : pagoda::NormalizeFlagSpelling(argv[i]));
@@ -266,7 +290,8 @@ int main(int argc, char** argv) {
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "kv") return pagoda::bench::RunKv();
   if (mode == "batch") return pagoda::bench::RunBatch();
+  if (mode == "profile") return pagoda::bench::RunProfileMode();
   if (mode == "waste") return pagoda::bench::RunWaste();
-  std::fprintf(stderr, "--mode must be kv, batch or waste\n");
+  std::fprintf(stderr, "--mode must be kv, batch, profile or waste\n");
   return 2;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/request.h"
 
@@ -30,14 +31,30 @@ struct LlamaConfig;
 
 namespace pagoda::engine {
 
+// Wall time of the phases of one engine step, for profiling.
+struct StepTiming {
+  int32_t num_seqs = 0;    // sequences in the batch
+  int32_t num_tokens = 0;  // tokens computed (== num_seqs for a pure decode step)
+  absl::Duration schedule, execute, sample, detokenize, total;
+};
+
+// Receives the timing of every step; called on the engine thread.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // Called after each step that ran a batch (success or failure).
+  virtual void OnStep(const StepTiming& timing) = 0;
+};
+
 struct EngineConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;       // KV blocks; wins over kv_cache_memory when > 0
   int64_t kv_cache_memory = 0;  // bytes for the KV cache; 0 = 1 GiB
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
-  int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
-  bool kv_cache = true;             // false: recompute every sequence at every step
+  int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
+  bool kv_cache = true;                   // false: recompute every sequence at every step
+  StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
 };
 
 // A snapshot of the engine's state, for metrics and health.

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
     std::unique_ptr<kernels::Backend> backend) {
   std::unique_ptr<Core> core(new Core());
   core->backend_ = std::move(backend);
+  core->observer_ = config.step_observer;
   ASSIGN_OR_RETURN(core->tokenizer_, model::Tokenizer::FromGguf(file));
   ASSIGN_OR_RETURN(core->model_, model::LlamaModel::Load(file, core->backend_.get()));
   const model::LlamaConfig& mc = core->model_->config();
@@ -112,6 +113,7 @@ void Engine::Core::Finish(Sequence* seq, GenerationOutput final_output) {
 }
 
 void Engine::Core::Step() {
+  const absl::Time start = observer_ != nullptr ? absl::Now() : absl::InfinitePast();
   const SchedulerOutput out = scheduler_->Schedule();
   if (out.empty()) return;
   const absl::Time now = absl::Now();
@@ -121,6 +123,13 @@ void Engine::Core::Step() {
   const absl::Status status = runner_->Execute(out, &logits_);
   ++num_steps_;
   last_step_time_ = absl::Now();
+  StepTiming timing;
+  if (observer_ != nullptr) {
+    timing.num_seqs = static_cast<int32_t>(out.chunks.size());
+    timing.num_tokens = out.num_tokens;
+    timing.schedule = now - start;
+    timing.execute = last_step_time_ - now;
+  }
   if (!status.ok()) {
     // A failed step poisons nothing but its own batch: end those sequences with the error.
     for (const ScheduledChunk& c : out.chunks) {
@@ -129,12 +138,17 @@ void Engine::Core::Step() {
       err.error = status;
       Finish(c.seq, std::move(err));
     }
-    return;
+  } else {
+    ProcessOutputs(out, logits_, observer_ != nullptr ? &timing : nullptr);
   }
-  ProcessOutputs(out, logits_);
+  if (observer_ != nullptr) {
+    timing.total = absl::Now() - start;
+    observer_->OnStep(timing);
+  }
 }
 
-void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits) {
+void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits,
+                                  StepTiming* timing) {
   // Which chunks sample must be decided before the computed counts advance.
   std::vector<bool> samples(out.chunks.size());
   for (size_t i = 0; i < out.chunks.size(); ++i) samples[i] = ModelRunner::Samples(out.chunks[i]);
@@ -152,9 +166,15 @@ void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>
                    .output_index = seq->num_output(),
                    .context = seq->tokens,
                    .output_counts = &seq->output_counts};
+    const absl::Time t0 = timing != nullptr ? absl::Now() : now;
     SampleResult r = Sample(in, row_logits);
+    const absl::Time t1 = timing != nullptr ? absl::Now() : now;
     if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
     GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
+    if (timing != nullptr) {
+      timing->sample += t1 - t0;
+      timing->detokenize += absl::Now() - t1;
+    }
     if (delivery.finished()) {
       Finish(seq, std::move(delivery));
     } else {

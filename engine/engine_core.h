@@ -49,7 +49,8 @@ class Engine::Core {
   // Delivers the final output (if any), frees the sequence's blocks and forgets it.
   void Finish(Sequence* seq, GenerationOutput final_output);
   // Samples and delivers the next token of each chunk that completed its sequence.
-  void ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits);
+  // `timing` (null unless profiling) gets the sampling and detokenizing times.
+  void ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits, StepTiming* timing);
 
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
@@ -61,6 +62,7 @@ class Engine::Core {
   std::unique_ptr<OutputProcessor> processor_;
   absl::flat_hash_map<RequestHandle, std::unique_ptr<Sequence>> seqs_;
   std::vector<float> logits_;
+  StepObserver* observer_ = nullptr;
   int64_t num_steps_ = 0;
   int64_t num_aborted_ = 0;
   absl::Time last_step_time_ = absl::InfinitePast();

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "kernels/batch.h"
@@ -55,6 +56,9 @@ class Backend {
   virtual absl::Status ReadF32(const Tensor& x, float* host) = 0;
   // Waits for queued ops and reports the first failure since the last call.
   virtual absl::Status Synchronize() = 0;
+  // Tells the backend the role of a weight the model created ("qkv", "o", "gate_up", "down",
+  // "lm_head"), for profiling; called at load only. The default ignores it.
+  virtual void NameWeight(const Tensor& /*weight*/, std::string_view /*role*/) {}
 
   // Makes `batch` the batch the ops below read (token ids, positions, slot mapping, block
   // tables). Its metadata stays valid on the backend until the next PrepareBatch.

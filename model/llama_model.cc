@@ -213,7 +213,12 @@ absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
         LoadStacked(file, {{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}},
                     c.dim, &L.w_gate_up));
     RETURN_IF_ERROR(load_matrix(p + "ffn_down.weight", c.dim, c.ffn_dim, &L.w_down));
+    for (const OwnedTensor& w : L.wqkv.parts) backend_->NameWeight(w.view, "qkv");
+    backend_->NameWeight(L.wo.view, "o");
+    for (const OwnedTensor& w : L.w_gate_up.parts) backend_->NameWeight(w.view, "gate_up");
+    backend_->NameWeight(L.w_down.view, "down");
   }
+  backend_->NameWeight(c.tied_embeddings ? token_embd_.view : output_.view, "lm_head");
   return absl::OkStatus();
 }
 

@@ -1,0 +1,297 @@
+// pagoda-kernels-bench: Google Benchmark micro-benchmarks of the CPU Backend.
+//
+//   MatMul/<type>/M:<rows>/N:<out>/K:<in>   x [M, K] * w[N, K]^T, w in f32, q8_0, q4_0 or
+//       q4_k (quantized with kernels/quant); counters GFLOP/s (2*M*N*K) and weight GB/s
+//       (bytes of w per product).
+//   Attention/hd:<head_dim>/batch:<seqs>/ctx:<tokens>/q:<query tokens per seq>   paged
+//       attention, 12 query heads over 4 KV heads (GQA 3:1), block size 16; counter KV GB/s
+//       (bytes of each sequence's K and V, read once).
+//   Peak/copy, Peak/fma   the machine's measured peaks: memcpy of 256 MiB (GB/s counts
+//       bytes read + written) over the bench threads, and an FMA loop (GFLOP/s per core and
+//       over all bench threads).
+//
+// Threads: --threads=N (or PAGODA_BENCH_THREADS), default 2. Every other flag is Google
+// Benchmark's (--benchmark_filter, --benchmark_min_time, ...).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/kernels_bench_peak.h"
+#include "kernels/backend.h"
+#include "kernels/quant/quantize.h"
+
+namespace pagoda::bench {
+namespace {
+
+int g_threads = 2;
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+kernels::Backend& CpuBackend() {
+  static kernels::Backend* backend = [] {
+    auto b =
+        kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = g_threads});
+    if (!b.ok()) {
+      std::fprintf(stderr, "backend: %s\n", std::string(b.status().message()).c_str());
+      std::exit(1);
+    }
+    return b->release();
+  }();
+  return *backend;
+}
+
+std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// The FMA rate of the bench threads together (GFLOP/s) and the copy rate (GB/s, bytes read
+// + written), measured once (best of a few short runs) for the %..._peak counters.
+struct Peaks {
+  double fma_gflops = 1;
+  double copy_gbs = 1;
+};
+
+double FmaOnThreads(int64_t iters, int threads) {
+  std::vector<std::thread> pool;
+  std::vector<float> sinks(threads * 16, 0.f);
+  std::vector<double> done(threads, 0);
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] { done[t] = FmaLoop(iters, &sinks[t * 16]); });
+  }
+  for (std::thread& th : pool) th.join();
+  benchmark::DoNotOptimize(sinks.data());
+  double flops = 0;
+  for (double d : done) flops += d;
+  return flops;
+}
+
+const Peaks& MeasuredPeaks() {
+  static const Peaks peaks = [] {
+    Peaks p;
+    const size_t bytes = size_t{64} << 20;
+    std::vector<char> src(bytes, 1), dst(bytes, 0);
+    for (int i = 0; i < 4; ++i) {
+      const Clock::time_point t = Clock::now();
+      ParallelCopy(dst.data(), src.data(), bytes, g_threads);
+      p.copy_gbs = std::max(p.copy_gbs, 2.0 * bytes / 1e9 / SecondsSince(t));
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Clock::time_point t = Clock::now();
+      const double flops = FmaOnThreads(1 << 20, g_threads);
+      p.fma_gflops = std::max(p.fma_gflops, flops / 1e9 / SecondsSince(t));
+    }
+    std::fprintf(stderr, "measured peaks (%d threads): copy %.1f GB/s, fma %.1f GFLOP/s (%s)\n",
+                 g_threads, p.copy_gbs, p.fma_gflops, FmaIsa());
+    return p;
+  }();
+  return peaks;
+}
+
+// Fails the benchmark (and returns false) when `s` is an error.
+bool Check(benchmark::State& state, const absl::Status& s) {
+  if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  return s.ok();
+}
+
+void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t n, int64_t k) {
+  kernels::Backend& be = CpuBackend();
+  const std::vector<float> w_host = RandomFloats(n * k, 1);
+  absl::StatusOr<kernels::OwnedTensor> w;
+  if (type == kernels::DType::kF32) {
+    w = be.CreateWeight(w_host.data(), n, k);
+  } else {
+    const size_t row_bytes = kernels::DTypeRowBytes(type, k);
+    std::vector<uint8_t> raw(row_bytes * n);
+    for (int64_t r = 0; r < n; ++r) {
+      kernels::quant::QuantizeRow(type, w_host.data() + r * k, raw.data() + r * row_bytes, k);
+    }
+    w = be.CreateWeightRaw(type, raw.data(), n, k);
+  }
+  if (!Check(state, w.status())) return;
+  auto x = be.AllocateTensor(be.activation_dtype(), m, k);
+  auto out = be.AllocateTensor(be.activation_dtype(), m, n);
+  if (!Check(state, x.status()) || !Check(state, out.status())) return;
+  const std::vector<float> x_host = RandomFloats(m * k, 2);
+  if (!Check(state, be.CopyToDevice(x->view.data, x_host.data(), x_host.size() * 4))) return;
+  const Peaks& peak = MeasuredPeaks();
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    be.MatMul(x->view, w->view, out->view);
+    if (!Check(state, be.Synchronize())) return;
+  }
+  const double per_second = state.iterations() / SecondsSince(start);
+  const double gflops = 2.0 * m * n * k * per_second / 1e9;
+  const double gbs = static_cast<double>(kernels::DTypeRowBytes(type, k)) * n * per_second / 1e9;
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["weight_GB/s"] = gbs;
+  state.counters["%fma_peak"] = 100 * gflops / peak.fma_gflops;
+  state.counters["%copy_peak"] = 100 * gbs / peak.copy_gbs;
+}
+
+// Attention of `batch` sequences of `ctx` tokens, the last `q_len` of each being queries.
+void BM_Attention(benchmark::State& state, int32_t head_dim, int32_t batch, int32_t ctx,
+                  int32_t q_len) {
+  kernels::Backend& be = CpuBackend();
+  constexpr int32_t kHeads = 12, kKvHeads = 4, kBlock = 16;
+  const int32_t blocks_per_seq = (ctx + kBlock - 1) / kBlock;
+  kernels::KvCacheShape shape{.num_layers = 1,
+                              .num_blocks = batch * blocks_per_seq,
+                              .block_size = kBlock,
+                              .num_kv_heads = kKvHeads,
+                              .head_dim = head_dim,
+                              .dtype = be.kv_dtype()};
+  auto kv = be.Allocate(shape.total_bytes());
+  if (!Check(state, kv.status())) return;
+  {
+    // Finite random K/V (f32 caches only; other types are left zero).
+    const int64_t elems = shape.total_bytes() / 4;
+    if (be.kv_dtype() == kernels::DType::kF32) {
+      const std::vector<float> host = RandomFloats(elems, 3);
+      if (!Check(state, be.CopyToDevice(kv->data(), host.data(), shape.total_bytes()))) return;
+    } else if (!Check(state, be.Zero(kv->data(), shape.total_bytes()))) {
+      return;
+    }
+  }
+  const kernels::PagedKvCache cache{kv->data(), shape};
+  kernels::BatchInput in;
+  in.max_blocks_per_seq = blocks_per_seq;
+  in.query_start_loc.push_back(0);
+  for (int32_t s = 0; s < batch; ++s) {
+    for (int32_t j = 0; j < q_len; ++j) {
+      const int32_t pos = ctx - q_len + j;
+      in.token_ids.push_back(0);
+      in.positions.push_back(pos);
+      in.slot_mapping.push_back((s * blocks_per_seq + pos / kBlock) * kBlock + pos % kBlock);
+    }
+    in.query_start_loc.push_back(in.num_tokens());
+    in.seq_lens.push_back(ctx);
+    for (int32_t b = 0; b < blocks_per_seq; ++b) in.block_tables.push_back(s * blocks_per_seq + b);
+  }
+  if (!Check(state, be.PrepareBatch(in))) return;
+  const int64_t tokens = in.num_tokens();
+  auto q = be.AllocateTensor(be.activation_dtype(), tokens, kHeads * head_dim);
+  auto out = be.AllocateTensor(be.activation_dtype(), tokens, kHeads * head_dim);
+  if (!Check(state, q.status()) || !Check(state, out.status())) return;
+  const std::vector<float> q_host = RandomFloats(tokens * kHeads * head_dim, 4);
+  if (!Check(state, be.CopyToDevice(q->view.data, q_host.data(), q_host.size() * 4))) return;
+  const kernels::AttentionParams params{.num_heads = kHeads,
+                                        .num_kv_heads = kKvHeads,
+                                        .head_dim = head_dim,
+                                        .scale = 1.f / std::sqrt(static_cast<float>(head_dim))};
+  const Peaks& peak = MeasuredPeaks();
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    be.Attention(q->view, cache, 0, params, out->view);
+    if (!Check(state, be.Synchronize())) return;
+  }
+  const double kv_bytes = 2.0 * batch * ctx * kKvHeads * head_dim *
+                          static_cast<double>(kernels::DTypeSize(shape.dtype));
+  const double gbs = kv_bytes * state.iterations() / SecondsSince(start) / 1e9;
+  state.counters["KV_GB/s"] = gbs;
+  state.counters["%copy_peak"] = 100 * gbs / peak.copy_gbs;
+}
+
+void BM_PeakCopy(benchmark::State& state) {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    ParallelCopy(dst.data(), src.data(), bytes, g_threads);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = 2.0 * bytes * state.iterations() / SecondsSince(start) / 1e9;
+}
+
+void BM_PeakFma(benchmark::State& state) {
+  constexpr int64_t kIters = 1 << 22;
+  const int threads = g_threads;
+  double flops = 0;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) flops += FmaOnThreads(kIters, threads);
+  const double gflops = flops / SecondsSince(start) / 1e9;
+  state.SetLabel(absl::StrCat(FmaIsa(), ", ", threads, " threads"));
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["GFLOP/s/core"] = gflops / threads;
+}
+
+void RegisterAll() {
+  benchmark::RegisterBenchmark("Peak/copy", BM_PeakCopy)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Peak/fma", BM_PeakFma)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  const kernels::DType types[] = {kernels::DType::kF32, kernels::DType::kQ8_0,
+                                  kernels::DType::kQ4_0, kernels::DType::kQ4_K};
+  const int64_t shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {4096, 4096}};
+  for (kernels::DType type : types) {
+    for (const auto& nk : shapes) {
+      for (int64_t m : {1, 16, 64, 512}) {
+        const std::string name = absl::StrCat("MatMul/", std::string(kernels::DTypeName(type)),
+                                              "/M:", m, "/N:", nk[0], "/K:", nk[1]);
+        benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, m, nk[0], nk[1])
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (int32_t hd : {64, 128}) {
+    auto add = [&](int32_t batch, int32_t ctx, int32_t q_len) {
+      const std::string name =
+          absl::StrCat("Attention/hd:", hd, "/batch:", batch, "/ctx:", ctx, "/q:", q_len);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, hd, batch, ctx, q_len)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    };
+    for (int32_t batch : {1, 16, 64}) {
+      for (int32_t ctx : {512, 2048}) add(batch, ctx, 1);  // decode
+    }
+    add(1, 512, 512);  // prefill of a 512-token prompt
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::bench
+
+int main(int argc, char** argv) {
+  if (const char* env = std::getenv("PAGODA_BENCH_THREADS"))
+    pagoda::bench::g_threads = std::atoi(env);
+  // Take --threads=N (ours) out before Google Benchmark parses the rest.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      pagoda::bench::g_threads = std::atoi(argv[i] + 10);
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  if (pagoda::bench::g_threads < 1) pagoda::bench::g_threads = 1;
+  benchmark::AddCustomContext("pagoda_threads", std::to_string(pagoda::bench::g_threads));
+  pagoda::bench::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const size_t ran = benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (ran == 0) std::fprintf(stderr, "no benchmark matched the filter\n");
+  return ran == 0 ? 1 : 0;
+}

@@ -1,0 +1,87 @@
+#include "bench/kernels_bench_peak.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace pagoda::bench {
+namespace {
+
+constexpr int kAccumulators = 12;  // enough independent chains to hide FMA latency
+
+__attribute__((target("avx512f"))) double FmaAvx512(int64_t iters, float* sink) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1.f + i * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  for (float v : lanes) *sink += v;
+  return 2.0 * 16 * kAccumulators * static_cast<double>(iters);
+}
+
+__attribute__((target("avx2,fma"))) double FmaAvx2(int64_t iters, float* sink) {
+  __m256 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(1.f + i * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 sum = acc[0];
+  for (int i = 1; i < kAccumulators; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, sum);
+  for (float v : lanes) *sink += v;
+  return 2.0 * 8 * kAccumulators * static_cast<double>(iters);
+}
+
+double FmaScalar(int64_t iters, float* sink) {
+  float acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = 1.f + i * 1e-3f;
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = acc[i] * 0.999999f + 1e-7f;
+  }
+  for (float v : acc) *sink += v;
+  return 2.0 * kAccumulators * static_cast<double>(iters);
+}
+
+}  // namespace
+
+const char* FmaIsa() {
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  return "scalar";
+}
+
+double FmaLoop(int64_t iters, float* sink) {
+  static const char* isa = FmaIsa();
+  if (isa[4] == '5') return FmaAvx512(iters, sink);
+  if (isa[0] == 'a') return FmaAvx2(iters, sink);
+  return FmaScalar(iters, sink);
+}
+
+void ParallelCopy(void* dst, const void* src, size_t bytes, int threads) {
+  if (threads <= 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const size_t chunk = (bytes / threads + 63) / 64 * 64;
+  for (int t = 0; t < threads; ++t) {
+    const size_t begin = std::min(bytes, t * chunk), end = std::min(bytes, begin + chunk);
+    pool.emplace_back([=] {
+      std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                  end - begin);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace pagoda::bench
