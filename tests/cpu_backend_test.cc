@@ -208,13 +208,12 @@ TEST_F(CpuBackendTest, PagedAttentionMatchesContiguousReference) {
 // split into several query tiles and context chunks, next to decodes crossing blocks.
 void CheckWideHeads(Backend* backend) {
   for (int32_t bs : {1, 16, 32}) {
-    for (auto [heads, kv] :
-         std::vector<std::pair<int32_t, int32_t>>{{2, 2}, {4, 2}, {8, 1}}) {
+    for (auto [heads, kv] : std::vector<std::pair<int32_t, int32_t>>{{2, 2}, {4, 2}, {8, 1}}) {
       for (int32_t dim : {64, 128}) {
         SCOPED_TRACE(::testing::Message()
                      << "block " << bs << " heads " << heads << "/" << kv << " dim " << dim);
-        CheckAttention(backend, {{150, 150}, {65, 1}, {129, 1}, {200, 70}, {2, 1}}, heads,
-                       kv, dim, bs);
+        CheckAttention(backend, {{150, 150}, {65, 1}, {129, 1}, {200, 70}, {2, 1}}, heads, kv, dim,
+                       bs);
       }
     }
     SCOPED_TRACE(::testing::Message() << "block " << bs << " dim 12 and 36");

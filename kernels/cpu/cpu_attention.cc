@@ -28,6 +28,8 @@ namespace pagoda::kernels::cpu {
 
 // Context tokens whose scores are held at once; a multiple of every vector width.
 constexpr int32_t kChunk = 64;
+// Rows from which transposing the chunk's K pays for itself (one transpose, many rows).
+constexpr int32_t kTransposeRows = 8;
 
 // One work item. Rows r = qi * group + h (query qi of the tile, head h of the group).
 struct TileArgs {
@@ -45,7 +47,7 @@ struct TileArgs {
   int64_t kv_width = 0;  // floats per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
-  // rows * (kChunk + head_dim + 2) floats, aligned to 64 bytes.
+  // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes.
   float* scratch = nullptr;
 };
 
@@ -61,9 +63,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct Visible {
   const int32_t* positions;
   int32_t group, c0, n;
-  int32_t operator()(int32_t r) const {
-    return std::clamp(positions[r / group] + 1 - c0, 0, n);
-  }
+  int32_t operator()(int32_t r) const { return std::clamp(positions[r / group] + 1 - c0, 0, n); }
 };
 
 // s[t] = scale * dot(q_r, k_rows[t]) for the rows that see token t (rows >= first[t]).
@@ -89,39 +89,94 @@ void Scores(D d, const TileArgs& a, const float* const* k_rows, const int32_t* f
   }
 }
 
+// Scores for many rows (a prefill tile): the chunk's K is transposed once into kt
+// [head_dim][kChunk], so each row's scores are vector FMAs of broadcast q elements with no
+// horizontal sums. Entries past visible(r) are left unspecified.
+void ScoresTransposed(const TileArgs& a, const float* const* k_rows, const Visible& visible,
+                      int32_t n, int32_t rows, float* kt, float* scores) {
+  const hn::ScalableTag<float> d;
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  for (int32_t t = 0; t < n; ++t) {
+    for (int32_t e = 0; e < dim; ++e) kt[e * kChunk + t] = k_rows[t][e];
+  }
+  for (int32_t e = 0; e < dim; ++e) {
+    for (int32_t t = n; t < kChunk; ++t) kt[e * kChunk + t] = 0.f;
+  }
+  const auto scale = hn::Set(d, a.scale);
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
+    float* s = scores + r * kChunk;
+    const int32_t vis = visible(r);
+    for (int32_t t0 = 0; t0 < vis; t0 += 4 * lanes) {  // kChunk is a multiple of 4 vectors
+      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+      const float* k = kt + t0;
+      for (int32_t e = 0; e < dim; ++e, k += kChunk) {
+        const auto qe = hn::Set(d, q[e]);
+        acc0 = hn::MulAdd(qe, hn::Load(d, k), acc0);
+        acc1 = hn::MulAdd(qe, hn::Load(d, k + lanes), acc1);
+        acc2 = hn::MulAdd(qe, hn::Load(d, k + 2 * lanes), acc2);
+        acc3 = hn::MulAdd(qe, hn::Load(d, k + 3 * lanes), acc3);
+      }
+      hn::Store(hn::Mul(acc0, scale), d, s + t0);
+      hn::Store(hn::Mul(acc1, scale), d, s + t0 + lanes);
+      hn::Store(hn::Mul(acc2, scale), d, s + t0 + 2 * lanes);
+      hn::Store(hn::Mul(acc3, scale), d, s + t0 + 3 * lanes);
+    }
+  }
+}
+
 // acc_r += sum_t p[r][t] * v_rows[t] over the t < visible(r), four vectors at a time.
 template <class D>
 void AccumulateValues(D d, const TileArgs& a, const float* const* v_rows, const Visible& visible,
                       int32_t rows, const float* probs, float* acc) {
-  const size_t lanes = hn::Lanes(d);
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t dim = a.head_dim;
-  for (int32_t r = 0; r < rows; ++r) {
+  int32_t r = 0;
+  // Two rows at a time share every V load; probabilities past visible(r) are zero.
+  for (; r + 1 < rows; r += 2) {
+    const float* p0 = probs + r * kChunk;
+    const float* p1 = p0 + kChunk;
+    float* o = acc + r * int64_t{dim};
+    const int32_t vis = std::max(visible(r), visible(r + 1));
+    int32_t e = 0;
+    for (; e + 2 * lanes <= dim; e += 2 * lanes) {
+      auto a0 = hn::LoadU(d, o + e), a1 = hn::LoadU(d, o + e + lanes);
+      auto b0 = hn::LoadU(d, o + dim + e), b1 = hn::LoadU(d, o + dim + e + lanes);
+      for (int32_t t = 0; t < vis; ++t) {
+        const auto w0 = hn::Set(d, p0[t]), w1 = hn::Set(d, p1[t]);
+        const auto v0 = hn::LoadU(d, v_rows[t] + e), v1 = hn::LoadU(d, v_rows[t] + e + lanes);
+        a0 = hn::MulAdd(w0, v0, a0);
+        a1 = hn::MulAdd(w0, v1, a1);
+        b0 = hn::MulAdd(w1, v0, b0);
+        b1 = hn::MulAdd(w1, v1, b1);
+      }
+      hn::StoreU(a0, d, o + e);
+      hn::StoreU(a1, d, o + e + lanes);
+      hn::StoreU(b0, d, o + dim + e);
+      hn::StoreU(b1, d, o + dim + e + lanes);
+    }
+    for (; e < dim; e += lanes) {
+      auto a0 = hn::LoadU(d, o + e), b0 = hn::LoadU(d, o + dim + e);
+      for (int32_t t = 0; t < vis; ++t) {
+        const auto v0 = hn::LoadU(d, v_rows[t] + e);
+        a0 = hn::MulAdd(hn::Set(d, p0[t]), v0, a0);
+        b0 = hn::MulAdd(hn::Set(d, p1[t]), v0, b0);
+      }
+      hn::StoreU(a0, d, o + e);
+      hn::StoreU(b0, d, o + dim + e);
+    }
+  }
+  if (r < rows) {
     const float* p = probs + r * kChunk;
     float* o = acc + r * int64_t{dim};
     const int32_t vis = visible(r);
-    int32_t e = 0;
-    for (; e + 4 * static_cast<int32_t>(lanes) <= dim; e += 4 * lanes) {
-      auto o0 = hn::LoadU(d, o + e), o1 = hn::LoadU(d, o + e + lanes);
-      auto o2 = hn::LoadU(d, o + e + 2 * lanes), o3 = hn::LoadU(d, o + e + 3 * lanes);
+    for (int32_t e = 0; e < dim; e += lanes) {
+      auto a0 = hn::LoadU(d, o + e);
       for (int32_t t = 0; t < vis; ++t) {
-        const auto w = hn::Set(d, p[t]);
-        const float* v = v_rows[t] + e;
-        o0 = hn::MulAdd(w, hn::LoadU(d, v), o0);
-        o1 = hn::MulAdd(w, hn::LoadU(d, v + lanes), o1);
-        o2 = hn::MulAdd(w, hn::LoadU(d, v + 2 * lanes), o2);
-        o3 = hn::MulAdd(w, hn::LoadU(d, v + 3 * lanes), o3);
+        a0 = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v_rows[t] + e), a0);
       }
-      hn::StoreU(o0, d, o + e);
-      hn::StoreU(o1, d, o + e + lanes);
-      hn::StoreU(o2, d, o + e + 2 * lanes);
-      hn::StoreU(o3, d, o + e + 3 * lanes);
-    }
-    for (; e < dim; e += lanes) {
-      auto o0 = hn::LoadU(d, o + e);
-      for (int32_t t = 0; t < vis; ++t) {
-        o0 = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v_rows[t] + e), o0);
-      }
-      hn::StoreU(o0, d, o + e);
+      hn::StoreU(a0, d, o + e);
     }
   }
 }
@@ -135,8 +190,11 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
   const size_t lanes = hn::Lanes(df);
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t vis = visible(r);
-    if (vis == 0) continue;
     float* s = scores + r * kChunk;
+    if (vis == 0) {
+      for (int32_t t = 0; t < kChunk; ++t) s[t] = 0.f;
+      continue;
+    }
     const int32_t padded = static_cast<int32_t>((vis + lanes - 1) / lanes * lanes);
     for (int32_t t = vis; t < padded; ++t) s[t] = -HUGE_VALF;
     auto vmax = hn::Set(df, -HUGE_VALF);
@@ -160,6 +218,7 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
       vsum = hn::Add(vsum, p);
     }
     l[r] += hn::GetLane(hn::SumOfLanes(df, vsum));
+    for (int32_t t = padded; t < kChunk; ++t) s[t] = 0.f;  // exp already zeroed [vis, padded)
   }
 }
 
@@ -171,6 +230,8 @@ void AttendTileWith(D d, const TileArgs& a) {
   float* acc = scores + int64_t{rows} * kChunk;
   float* m = acc + int64_t{rows} * dim;
   float* l = m + rows;
+  const int64_t used = int64_t{rows} * (kChunk + dim + 2);
+  float* kt = scores + (used + 15) / 16 * 16;  // [head_dim][kChunk], 64-byte aligned
   for (int64_t i = 0; i < int64_t{rows} * dim; ++i) acc[i] = 0.f;
   for (int32_t r = 0; r < rows; ++r) m[r] = -HUGE_VALF, l[r] = 0.f;
 
@@ -190,7 +251,11 @@ void AttendTileWith(D d, const TileArgs& a) {
       first[t] = qi * a.group;
     }
     const Visible visible{a.positions, a.group, c0, n};
-    Scores(d, a, k_rows, first, n, rows, scores);
+    if (rows >= kTransposeRows) {
+      ScoresTransposed(a, k_rows, visible, n, rows, kt, scores);
+    } else {
+      Scores(d, a, k_rows, first, n, rows, scores);
+    }
     SoftmaxStep(d, a, visible, rows, scores, m, l, acc);
     AccumulateValues(d, a, v_rows, visible, rows, scores, acc);
   }
@@ -296,8 +361,9 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
   const int64_t participants = work < kMinParallelWork ? 1 : pool->num_threads();
   pool->ParallelFor(participants, 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> scratch;
-    // The online softmax needs rows * (kChunk + head_dim + 2) floats; 16 spare for alignment.
-    const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) + 16;
+    // The layout TileArgs::scratch describes, for the largest tile, and 16 for alignment.
+    const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) +
+                        static_cast<size_t>(head_dim) * kChunk + 32;
     if (scratch.size() < need) scratch.resize(need);
     float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                               ~uintptr_t{63});
