@@ -13,7 +13,7 @@ FROM debian:12
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends libgrpc++1.51 libgrpc29 libprotobuf32 \
       libopenblas0-pthread libspdlog1.10 libfmt9 libcpp-httplib0.11 libabsl20220623 libre2-9 \
-      libutf8proc2 \
+      libutf8proc2 libhwy1 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/bin/pagoda /src/build/bin/pagoda-bench /usr/local/bin/
 EXPOSE 50051 9090

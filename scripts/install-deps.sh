@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+  libopenblas-dev libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "kernels/backend.h"
 
 namespace pagoda::kernels {
@@ -139,8 +140,10 @@ std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<flo
 void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t heads, int32_t kv_heads,
                     int32_t head_dim, int32_t block_size) {
   std::mt19937 rng(heads * 131 + kv_heads * 17 + head_dim + block_size);
+  int32_t blocks = 8;  // a few spare, so the tables do not cover the whole pool
+  for (const Seq& s : seqs) blocks += (s.context + block_size - 1) / block_size;
   const KvCacheShape shape{.num_layers = 1,
-                           .num_blocks = 256,
+                           .num_blocks = blocks,
                            .block_size = block_size,
                            .num_kv_heads = kv_heads,
                            .head_dim = head_dim,
@@ -189,7 +192,8 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
 
 TEST_F(CpuBackendTest, PagedAttentionMatchesContiguousReference) {
   for (int32_t bs : {1, 16, 32}) {
-    for (auto [heads, kv] : std::vector<std::pair<int32_t, int32_t>>{{4, 4}, {8, 2}, {8, 1}}) {
+    for (auto [heads, kv] :
+         std::vector<std::pair<int32_t, int32_t>>{{4, 4}, {8, 4}, {8, 2}, {8, 1}}) {
       SCOPED_TRACE(::testing::Message() << "block " << bs << " heads " << heads << "/" << kv);
       // Decode only, prefill only, and a mixed batch with contexts around block edges.
       CheckAttention(backend_.get(), {{1, 1}, {bs, 1}, {bs + 1, 1}, {70, 1}}, heads, kv, 16, bs);
@@ -198,6 +202,41 @@ TEST_F(CpuBackendTest, PagedAttentionMatchesContiguousReference) {
       CheckAttention(backend_.get(), {{37, 5}, {1, 1}, {90, 1}, {33, 33}}, heads, kv, 32, bs);
     }
   }
+}
+
+// Model-sized heads (64 and 128 wide, odd widths too), GQA 1/2/8: prefills long enough to be
+// split into several query tiles and context chunks, next to decodes crossing blocks.
+void CheckWideHeads(Backend* backend) {
+  for (int32_t bs : {1, 16, 32}) {
+    for (auto [heads, kv] : std::vector<std::pair<int32_t, int32_t>>{{2, 2}, {4, 2}, {8, 1}}) {
+      for (int32_t dim : {64, 128}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "block " << bs << " heads " << heads << "/" << kv << " dim " << dim);
+        CheckAttention(backend, {{150, 150}, {65, 1}, {129, 1}, {200, 70}, {2, 1}}, heads, kv, dim,
+                       bs);
+      }
+    }
+    SCOPED_TRACE(::testing::Message() << "block " << bs << " dim 12 and 36");
+    CheckAttention(backend, {{70, 70}, {33, 1}}, 6, 3, 12, bs);
+    CheckAttention(backend, {{70, 3}, {100, 100}}, 4, 1, 36, bs);
+  }
+}
+
+// The wide-head cases with each instruction set this CPU has (chosen at run time).
+TEST_F(CpuBackendTest, PagedAttentionWideHeadsLongContexts) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    CheckWideHeads(backend_.get());
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to what the CPU has
+}
+
+// Sixty-four decoding sequences of different lengths (the batched decode shape).
+TEST_F(CpuBackendTest, PagedAttentionManyDecodes) {
+  std::vector<Seq> seqs;
+  for (int32_t s = 0; s < 64; ++s) seqs.push_back({1 + (s * 37) % 150, 1});
+  CheckAttention(backend_.get(), seqs, 12, 4, 64, 16);
 }
 
 TEST_F(CpuBackendTest, RmsNormRopeSiluMulAddOnStridedViews) {

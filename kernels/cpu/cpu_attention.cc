@@ -1,31 +1,330 @@
-#include "kernels/cpu/cpu_attention.h"
+// Paged attention on the CPU with SIMD chosen at run time (Google Highway): this file is
+// compiled once per instruction set by foreach_target.h, and HWY_DYNAMIC_DISPATCH calls
+// the best one the running CPU has (AVX-512, AVX2, SSE4 or portable code).
+//
+// One work item is (sequence, KV head, tile of consecutive query tokens). The item's
+// rows are its queries times the query heads sharing the KV head; every K/V row is
+// loaded once per chunk of the context and used by all of them. Softmax is online: per
+// chunk of kChunk context tokens the running max and sum are updated and the
+// accumulator rescaled, so the context is traversed once.
+// SSSE3 adds little over SSE4 and the portable code: not built, to save compile time.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS HWY_SSSE3
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/cpu_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 
+#ifndef PAGODA_KERNELS_CPU_CPU_ATTENTION_TILE_
+#define PAGODA_KERNELS_CPU_CPU_ATTENTION_TILE_
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+namespace pagoda::kernels::cpu {
+
+// Context tokens whose scores are held at once; a multiple of every vector width.
+constexpr int32_t kChunk = 64;
+// Rows from which transposing the chunk's K pays for itself (one transpose, many rows).
+constexpr int32_t kTransposeRows = 8;
+
+// One work item. Rows r = qi * group + h (query qi of the tile, head h of the group).
+struct TileArgs {
+  const float* q = nullptr;  // query head (g * group) of the tile's first token
+  int64_t q_stride = 0;      // floats between consecutive tokens of q and of out
+  float* out = nullptr;      // same layout as q
+  int64_t out_stride = 0;
+  const int32_t* positions = nullptr;  // position of each query of the tile, ascending
+  int32_t num_queries = 0;
+  int32_t group = 0;
+  int32_t head_dim = 0;
+  float scale = 1.f;
+  const float* k_head = nullptr;  // K plane offset to this KV head
+  const float* v_head = nullptr;
+  int64_t kv_width = 0;  // floats per cached token
+  const int32_t* table = nullptr;
+  int32_t block_size = 0;
+  // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes.
+  float* scratch = nullptr;
+};
+
+}  // namespace pagoda::kernels::cpu
+#endif  // PAGODA_KERNELS_CPU_CPU_ATTENTION_TILE_
+
+HWY_BEFORE_NAMESPACE();
+namespace pagoda::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// How many tokens of the chunk [c0, c0 + n) row r sees (causal: up to its position).
+struct Visible {
+  const int32_t* positions;
+  int32_t group, c0, n;
+  int32_t operator()(int32_t r) const { return std::clamp(positions[r / group] + 1 - c0, 0, n); }
+};
+
+// s[t] = scale * dot(q_r, k_rows[t]) for the rows that see token t (rows >= first[t]).
+template <class D>
+void Scores(D d, const TileArgs& a, const float* const* k_rows, const int32_t* first, int32_t n,
+            int32_t rows, float* scores) {
+  const size_t lanes = hn::Lanes(d);
+  const int32_t dim = a.head_dim;
+  for (int32_t t = 0; t < n; ++t) {
+    const float* k = k_rows[t];
+    for (int32_t r = first[t]; r < rows; ++r) {
+      const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
+      auto acc0 = hn::Zero(d);
+      auto acc1 = hn::Zero(d);
+      int32_t e = 0;
+      for (; e + 2 * static_cast<int32_t>(lanes) <= dim; e += 2 * lanes) {
+        acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
+        acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), hn::LoadU(d, k + e + lanes), acc1);
+      }
+      for (; e < dim; e += lanes) acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
+      scores[r * kChunk + t] = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1))) * a.scale;
+    }
+  }
+}
+
+// Scores for many rows (a prefill tile): the chunk's K is transposed once into kt
+// [head_dim][kChunk], so each row's scores are vector FMAs of broadcast q elements with no
+// horizontal sums. Entries past visible(r) are left unspecified.
+void ScoresTransposed(const TileArgs& a, const float* const* k_rows, const Visible& visible,
+                      int32_t n, int32_t rows, float* kt, float* scores) {
+  const hn::ScalableTag<float> d;
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  for (int32_t t = 0; t < n; ++t) {
+    for (int32_t e = 0; e < dim; ++e) kt[e * kChunk + t] = k_rows[t][e];
+  }
+  for (int32_t e = 0; e < dim; ++e) {
+    for (int32_t t = n; t < kChunk; ++t) kt[e * kChunk + t] = 0.f;
+  }
+  const auto scale = hn::Set(d, a.scale);
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
+    float* s = scores + r * kChunk;
+    const int32_t vis = visible(r);
+    for (int32_t t0 = 0; t0 < vis; t0 += 4 * lanes) {  // kChunk is a multiple of 4 vectors
+      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
+      const float* k = kt + t0;
+      for (int32_t e = 0; e < dim; ++e, k += kChunk) {
+        const auto qe = hn::Set(d, q[e]);
+        acc0 = hn::MulAdd(qe, hn::Load(d, k), acc0);
+        acc1 = hn::MulAdd(qe, hn::Load(d, k + lanes), acc1);
+        acc2 = hn::MulAdd(qe, hn::Load(d, k + 2 * lanes), acc2);
+        acc3 = hn::MulAdd(qe, hn::Load(d, k + 3 * lanes), acc3);
+      }
+      hn::Store(hn::Mul(acc0, scale), d, s + t0);
+      hn::Store(hn::Mul(acc1, scale), d, s + t0 + lanes);
+      hn::Store(hn::Mul(acc2, scale), d, s + t0 + 2 * lanes);
+      hn::Store(hn::Mul(acc3, scale), d, s + t0 + 3 * lanes);
+    }
+  }
+}
+
+// acc_r += sum_t p[r][t] * v_rows[t] over the t < visible(r), four vectors at a time.
+template <class D>
+void AccumulateValues(D d, const TileArgs& a, const float* const* v_rows, const Visible& visible,
+                      int32_t rows, const float* probs, float* acc) {
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  int32_t r = 0;
+  // Two rows at a time share every V load; probabilities past visible(r) are zero.
+  for (; r + 1 < rows; r += 2) {
+    const float* p0 = probs + r * kChunk;
+    const float* p1 = p0 + kChunk;
+    float* o = acc + r * int64_t{dim};
+    const int32_t vis = std::max(visible(r), visible(r + 1));
+    int32_t e = 0;
+    for (; e + 2 * lanes <= dim; e += 2 * lanes) {
+      auto a0 = hn::LoadU(d, o + e), a1 = hn::LoadU(d, o + e + lanes);
+      auto b0 = hn::LoadU(d, o + dim + e), b1 = hn::LoadU(d, o + dim + e + lanes);
+      for (int32_t t = 0; t < vis; ++t) {
+        const auto w0 = hn::Set(d, p0[t]), w1 = hn::Set(d, p1[t]);
+        const auto v0 = hn::LoadU(d, v_rows[t] + e), v1 = hn::LoadU(d, v_rows[t] + e + lanes);
+        a0 = hn::MulAdd(w0, v0, a0);
+        a1 = hn::MulAdd(w0, v1, a1);
+        b0 = hn::MulAdd(w1, v0, b0);
+        b1 = hn::MulAdd(w1, v1, b1);
+      }
+      hn::StoreU(a0, d, o + e);
+      hn::StoreU(a1, d, o + e + lanes);
+      hn::StoreU(b0, d, o + dim + e);
+      hn::StoreU(b1, d, o + dim + e + lanes);
+    }
+    for (; e < dim; e += lanes) {
+      auto a0 = hn::LoadU(d, o + e), b0 = hn::LoadU(d, o + dim + e);
+      for (int32_t t = 0; t < vis; ++t) {
+        const auto v0 = hn::LoadU(d, v_rows[t] + e);
+        a0 = hn::MulAdd(hn::Set(d, p0[t]), v0, a0);
+        b0 = hn::MulAdd(hn::Set(d, p1[t]), v0, b0);
+      }
+      hn::StoreU(a0, d, o + e);
+      hn::StoreU(b0, d, o + dim + e);
+    }
+  }
+  if (r < rows) {
+    const float* p = probs + r * kChunk;
+    float* o = acc + r * int64_t{dim};
+    const int32_t vis = visible(r);
+    for (int32_t e = 0; e < dim; e += lanes) {
+      auto a0 = hn::LoadU(d, o + e);
+      for (int32_t t = 0; t < vis; ++t) {
+        a0 = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v_rows[t] + e), a0);
+      }
+      hn::StoreU(a0, d, o + e);
+    }
+  }
+}
+
+// Online softmax step for one chunk: updates max m and sum l of every row that sees a
+// token of it, rescales its accumulator and turns its scores into probabilities.
+template <class D>
+void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, float* scores,
+                 float* m, float* l, float* acc) {
+  const hn::ScalableTag<float> df;  // the chunk is a multiple of the full width
+  const size_t lanes = hn::Lanes(df);
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t vis = visible(r);
+    float* s = scores + r * kChunk;
+    if (vis == 0) {
+      for (int32_t t = 0; t < kChunk; ++t) s[t] = 0.f;
+      continue;
+    }
+    const int32_t padded = static_cast<int32_t>((vis + lanes - 1) / lanes * lanes);
+    for (int32_t t = vis; t < padded; ++t) s[t] = -HUGE_VALF;
+    auto vmax = hn::Set(df, -HUGE_VALF);
+    for (int32_t t = 0; t < padded; t += lanes) vmax = hn::Max(vmax, hn::Load(df, s + t));
+    const float m_new = std::max(m[r], hn::GetLane(hn::MaxOfLanes(df, vmax)));
+    if (m_new != m[r]) {
+      const float correction = std::exp(m[r] - m_new);  // 0 on the first chunk
+      l[r] *= correction;
+      const auto c = hn::Set(d, correction);
+      float* o = acc + r * int64_t{a.head_dim};
+      for (int32_t e = 0; e < a.head_dim; e += hn::Lanes(d)) {
+        hn::StoreU(hn::Mul(hn::LoadU(d, o + e), c), d, o + e);
+      }
+      m[r] = m_new;
+    }
+    const auto vm = hn::Set(df, m_new);
+    auto vsum = hn::Zero(df);
+    for (int32_t t = 0; t < padded; t += lanes) {
+      const auto p = hn::Exp(df, hn::Sub(hn::Load(df, s + t), vm));
+      hn::Store(p, df, s + t);
+      vsum = hn::Add(vsum, p);
+    }
+    l[r] += hn::GetLane(hn::SumOfLanes(df, vsum));
+    for (int32_t t = padded; t < kChunk; ++t) s[t] = 0.f;  // exp already zeroed [vis, padded)
+  }
+}
+
+template <class D>
+void AttendTileWith(D d, const TileArgs& a) {
+  const int32_t rows = a.num_queries * a.group;
+  const int32_t dim = a.head_dim;
+  float* scores = a.scratch;
+  float* acc = scores + int64_t{rows} * kChunk;
+  float* m = acc + int64_t{rows} * dim;
+  float* l = m + rows;
+  const int64_t used = int64_t{rows} * (kChunk + dim + 2);
+  float* kt = scores + (used + 15) / 16 * 16;  // [head_dim][kChunk], 64-byte aligned
+  for (int64_t i = 0; i < int64_t{rows} * dim; ++i) acc[i] = 0.f;
+  for (int32_t r = 0; r < rows; ++r) m[r] = -HUGE_VALF, l[r] = 0.f;
+
+  const float* k_rows[kChunk];
+  const float* v_rows[kChunk];
+  int32_t first[kChunk];  // first row that sees chunk token t
+  const int32_t ctx = a.positions[a.num_queries - 1] + 1;
+  for (int32_t c0 = 0; c0 < ctx; c0 += kChunk) {
+    const int32_t n = std::min(kChunk, ctx - c0);
+    int32_t qi = 0;
+    for (int32_t t = 0; t < n; ++t) {
+      const int32_t pos = c0 + t;
+      const int64_t slot = int64_t{a.table[pos / a.block_size]} * a.block_size + pos % a.block_size;
+      k_rows[t] = a.k_head + slot * a.kv_width;
+      v_rows[t] = a.v_head + slot * a.kv_width;
+      while (a.positions[qi] < pos) ++qi;  // the last query sees every token of ctx
+      first[t] = qi * a.group;
+    }
+    const Visible visible{a.positions, a.group, c0, n};
+    if (rows >= kTransposeRows) {
+      ScoresTransposed(a, k_rows, visible, n, rows, kt, scores);
+    } else {
+      Scores(d, a, k_rows, first, n, rows, scores);
+    }
+    SoftmaxStep(d, a, visible, rows, scores, m, l, acc);
+    AccumulateValues(d, a, v_rows, visible, rows, scores, acc);
+  }
+  for (int32_t r = 0; r < rows; ++r) {
+    const float inv = 1.f / l[r];
+    float* o = a.out + (r / a.group) * a.out_stride + (r % a.group) * int64_t{dim};
+    const float* src = acc + r * int64_t{dim};
+    for (int32_t e = 0; e < dim; ++e) o[e] = src[e] * inv;
+  }
+}
+
+// Picks the widest vector that divides head_dim.
+void AttendTile(const TileArgs& a) {
+  const hn::ScalableTag<float> full;
+  if (a.head_dim % hn::Lanes(full) == 0) return AttendTileWith(full, a);
+  const hn::CappedTag<float, 8> d8;
+  if (a.head_dim % hn::Lanes(d8) == 0) return AttendTileWith(d8, a);
+  const hn::CappedTag<float, 4> d4;
+  if (a.head_dim % hn::Lanes(d4) == 0) return AttendTileWith(d4, a);
+  AttendTileWith(hn::CappedTag<float, 1>(), a);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagoda::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/cpu_attention.h"
+
 namespace pagoda::kernels::cpu {
+
+HWY_EXPORT(AttendTile);
+
 namespace {
 
+// Query rows (tokens x heads of a group) per work item at most: bounds the scratch and
+// keeps several items per sequence in a long prefill so both threads get work.
+constexpr int32_t kMaxTileRows = 64;
 // Work below this many multiply-adds runs on the calling thread: waking workers costs more.
 constexpr int64_t kMinParallelWork = 1 << 15;
 
-float Dot(const float* a, const float* b, int32_t n) {
-  float sum = 0.f;
-  for (int32_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+struct Item {
+  int32_t seq;
+  int32_t first_token;  // batch index of the tile's first query
+  int32_t num_queries;
+  int32_t kv_head;
+  int64_t cost;  // multiply-adds, for ordering
+};
 
-// Sequence index of every batch token, from query_start_loc.
-std::vector<int32_t> SequenceOfToken(const BatchInput& batch) {
-  std::vector<int32_t> seq_of(batch.num_tokens());
+// Tiles of every sequence times KV heads, most expensive first.
+std::vector<Item> PlanItems(const BatchInput& batch, int32_t kv_heads, int32_t group) {
+  const int32_t tile = std::max(1, kMaxTileRows / group);
+  std::vector<Item> items;
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
-    for (int32_t i = batch.query_start_loc[s]; i < batch.query_start_loc[s + 1]; ++i) {
-      seq_of[i] = s;
+    const int32_t begin = batch.query_start_loc[s], end = batch.query_start_loc[s + 1];
+    for (int32_t i = begin; i < end; i += tile) {
+      const int32_t n = std::min(tile, end - i);
+      const int64_t cost = int64_t{n} * (batch.positions[i + n - 1] + 1);
+      for (int32_t g = 0; g < kv_heads; ++g) items.push_back({s, i, n, g, cost});
     }
   }
-  return seq_of;
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& x, const Item& y) { return x.cost > y.cost; });
+  return items;
 }
 
 }  // namespace
@@ -47,67 +346,51 @@ void WriteKv(const BatchInput& batch, const Tensor& k, const Tensor& v, const Pa
 void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache& cache,
                     int32_t layer, const AttentionParams& params, const Tensor& out,
                     ThreadPool* pool) {
-  const int32_t num_tokens = batch.num_tokens();
   const int32_t kv_heads = params.num_kv_heads;
   const int32_t group = params.num_heads / kv_heads;
   const int32_t head_dim = params.head_dim;
-  const int32_t block_size = cache.shape.block_size;
   const int64_t kv_width = cache.shape.token_elems();
   const auto* k_plane = static_cast<const float*>(cache.Plane(layer, 0));
   const auto* v_plane = static_cast<const float*>(cache.Plane(layer, 1));
-  const std::vector<int32_t> seq_of = SequenceOfToken(batch);
-
+  const std::vector<Item> items = PlanItems(batch, kv_heads, group);
   int64_t work = 0;
-  for (int32_t i = 0; i < num_tokens; ++i) work += int64_t{batch.positions[i] + 1};
-  work *= int64_t{params.num_heads} * head_dim * 2;
-  const int64_t items = int64_t{num_tokens} * kv_heads;
-  const int64_t grain = work < kMinParallelWork ? items : 1;
+  for (const Item& item : items) work += item.cost;
+  work *= int64_t{group} * head_dim * 2;
 
-  // One item is (query token i, KV head g): the `group` query heads that share KV head g
-  // read each cached K/V row once.
-  pool->ParallelFor(items, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t item = begin; item < end; ++item) {
-      const int32_t i = static_cast<int32_t>(item / kv_heads);
-      const int32_t g = static_cast<int32_t>(item % kv_heads);
-      const int32_t s = seq_of[i];
-      const int32_t ctx = batch.positions[i] + 1;
-      const int32_t* table =
-          batch.block_tables.data() + static_cast<int64_t>(s) * batch.max_blocks_per_seq;
-      const float* q_row = q.row<float>(i) + static_cast<int64_t>(g) * group * head_dim;
-      float* out_row = out.row<float>(i) + static_cast<int64_t>(g) * group * head_dim;
-      scores.assign(static_cast<size_t>(group) * ctx, 0.f);
-
-      for (int32_t t = 0; t < ctx; ++t) {
-        const int64_t slot = int64_t{table[t / block_size]} * block_size + t % block_size;
-        const float* k_row = k_plane + slot * kv_width + int64_t{g} * head_dim;
-        for (int32_t h = 0; h < group; ++h) {
-          scores[h * ctx + t] = Dot(q_row + h * head_dim, k_row, head_dim) * params.scale;
-        }
-      }
-      for (int32_t h = 0; h < group; ++h) {
-        float* sc = scores.data() + static_cast<size_t>(h) * ctx;
-        const float max = *std::max_element(sc, sc + ctx);
-        double sum = 0;
-        for (int32_t t = 0; t < ctx; ++t) {
-          sc[t] = std::exp(sc[t] - max);
-          sum += sc[t];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int32_t t = 0; t < ctx; ++t) sc[t] *= inv;
-        std::fill(out_row + h * head_dim, out_row + (h + 1) * head_dim, 0.f);
-      }
-      for (int32_t t = 0; t < ctx; ++t) {
-        const int64_t slot = int64_t{table[t / block_size]} * block_size + t % block_size;
-        const float* v_row = v_plane + slot * kv_width + int64_t{g} * head_dim;
-        for (int32_t h = 0; h < group; ++h) {
-          const float p = scores[h * ctx + t];
-          float* o = out_row + h * head_dim;
-          for (int32_t d = 0; d < head_dim; ++d) o[d] += p * v_row[d];
-        }
-      }
+  std::atomic<int64_t> next{0};
+  const int64_t participants = work < kMinParallelWork ? 1 : pool->num_threads();
+  pool->ParallelFor(participants, 1, [&](int64_t, int64_t) {
+    thread_local std::vector<float> scratch;
+    // The layout TileArgs::scratch describes, for the largest tile, and 16 for alignment.
+    const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) +
+                        static_cast<size_t>(head_dim) * kChunk + 32;
+    if (scratch.size() < need) scratch.resize(need);
+    float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
+                                              ~uintptr_t{63});
+    for (int64_t k = next.fetch_add(1); k < static_cast<int64_t>(items.size());
+         k = next.fetch_add(1)) {
+      const Item& it = items[k];
+      const int64_t head_offset = int64_t{it.kv_head} * group * head_dim;
+      TileArgs a;
+      a.q = q.row<float>(it.first_token) + head_offset;
+      a.q_stride = q.stride;
+      a.out = out.row<float>(it.first_token) + head_offset;
+      a.out_stride = out.stride;
+      a.positions = batch.positions.data() + it.first_token;
+      a.num_queries = it.num_queries;
+      a.group = group;
+      a.head_dim = head_dim;
+      a.scale = params.scale;
+      a.k_head = k_plane + int64_t{it.kv_head} * head_dim;
+      a.v_head = v_plane + int64_t{it.kv_head} * head_dim;
+      a.kv_width = kv_width;
+      a.table = batch.block_tables.data() + int64_t{it.seq} * batch.max_blocks_per_seq;
+      a.block_size = cache.shape.block_size;
+      a.scratch = aligned;
+      HWY_DYNAMIC_DISPATCH(AttendTile)(a);
     }
   });
 }
 
 }  // namespace pagoda::kernels::cpu
+#endif  // HWY_ONCE
