@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/cpu/cpu_f32_matmul.h"
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
 #include "kernels/quant/dequantize.h"
@@ -26,6 +27,10 @@ constexpr int64_t kMinParallelElems = 1 << 16;
 constexpr int64_t kMinParallelMacs = 1 << 20;
 // Column chunks are multiples of this, so each thread's slice of W stays aligned.
 constexpr int64_t kColumnGrain = 64;
+// Products with at most this many activation rows (decode batches) use the SIMD dot-product
+// kernel on the weights as stored; larger ones (prefill) OpenBLAS, whose per-call packing of
+// the weight is then spread over many rows.
+constexpr int64_t kMaxDotRows = 64;
 
 class CpuBackend final : public Backend {
  public:
@@ -117,7 +122,12 @@ class CpuBackend final : public Backend {
     }
     // out[n, m] = x[n, k] * w[m, k]^T; thread t computes the columns [m0, m1) of out.
     const int64_t n = x.rows, m = w.rows, k = x.cols;
+    const bool dot = n <= kMaxDotRows && cpu::HasF32DotKernel();
     auto columns = [&](int64_t m0, int64_t m1) {
+      if (dot) {
+        cpu::F32MatMulColumns(x, w, out, m0, m1);
+        return;
+      }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                   static_cast<int>(m1 - m0), static_cast<int>(k), 1.f,
                   static_cast<const float*>(x.data), static_cast<int>(x.stride),
