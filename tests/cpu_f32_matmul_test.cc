@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,7 +19,7 @@ namespace pagoda::kernels::cpu {
 namespace {
 
 using DotFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
-                       int64_t, int64_t);
+                       int64_t, int64_t, bool);
 
 std::vector<float> Random(int64_t n, std::mt19937* rng) {
   std::uniform_real_distribution<float> d(-1.f, 1.f);
@@ -52,10 +53,17 @@ void CheckKernel(DotFn fn, const char* name) {
         const int64_t xs = k + 3, ws = k + 3, os = m + 2;
         const auto x = Random(n * xs, &rng), w = Random(m * ws, &rng);
         std::vector<float> out(n * os, 12345.f);
-        fn(x.data(), xs, w.data(), ws, out.data(), os, n, m, k);
+        fn(x.data(), xs, w.data(), ws, out.data(), os, n, m, k, false);
         ExpectProduct(x.data(), xs, w.data(), ws, out.data(), os, n, m, k,
                       std::string(name) + " n=" + std::to_string(n) + " m=" + std::to_string(m) +
                           " k=" + std::to_string(k));
+        // accumulate adds the product to what out holds: out = 2 * x * w^T.
+        fn(x.data(), xs, w.data(), ws, out.data(), os, n, m, k, true);
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < m; ++j) out[i * os + j] /= 2;
+        }
+        ExpectProduct(x.data(), xs, w.data(), ws, out.data(), os, n, m, k,
+                      std::string(name) + " accumulate k=" + std::to_string(k));
         for (int64_t i = 0; i < n; ++i) {
           EXPECT_EQ(out[i * os + m], 12345.f);
           EXPECT_EQ(out[i * os + m + 1], 12345.f);
@@ -102,8 +110,18 @@ TEST(CpuF32MatMulTest, BackendMatMulMatchesFloat64) {
   auto be = CreateCpuBackend({.num_threads = 2});
   ASSERT_TRUE(be.ok()) << be.status();
   std::mt19937 rng(11);
-  for (int64_t n : {1, 3, 16, 64, 65, 128}) {
-    const int64_t m = 700, k = 768;
+  // k > 1024 goes in depth slices (2061: four slices, the last with a tail); n = 300 at that
+  // depth is two row blocks.
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 768},
+                      {3, 768},
+                      {16, 768},
+                      {64, 768},
+                      {65, 768},
+                      {128, 768},
+                      {1, 2061},
+                      {64, 2061},
+                      {300, 2061}}) {
+    const int64_t m = 700;
     auto x = Random(n * k, &rng), w = Random(m * k, &rng);
     auto wt = (*be)->CreateWeight(w.data(), m, k);
     ASSERT_TRUE(wt.ok()) << wt.status();
@@ -111,7 +129,7 @@ TEST(CpuF32MatMulTest, BackendMatMulMatchesFloat64) {
     (*be)->MatMul(Tensor::Make(x.data(), DType::kF32, n, k), wt->view,
                   Tensor::Make(out.data(), DType::kF32, n, m));
     ExpectProduct(x.data(), k, w.data(), k, out.data(), m, n, m, k,
-                  "backend n=" + std::to_string(n));
+                  "backend n=" + std::to_string(n) + " k=" + std::to_string(k));
   }
 }
 

@@ -6,8 +6,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
@@ -29,12 +33,28 @@ constexpr int64_t kMinParallelMacs = 1 << 20;
 constexpr int64_t kColumnGrain = 64;
 // Products with at most this many activation rows (decode batches) use the SIMD dot-product
 // kernel on the weights as stored; larger ones (prefill) OpenBLAS, whose per-call packing of
-// the weight is then spread over many rows.
+// the weight is then spread over many rows, unless OpenBLAS runs kernels older than AVX2.
 constexpr int64_t kMaxDotRows = 64;
+
+// True when OpenBLAS picked AVX2-or-newer kernels for this machine. (Debian's 0.3.21 takes
+// Sapphire Rapids for a Prescott and runs SSE3 kernels, 3-5x slower than ours at any size.)
+bool OpenBlasIsModern() {
+  const std::string core = absl::AsciiStrToLower(openblas_get_corename());
+  for (const char* name : {"haswell", "zen", "skylakex", "cooperlake", "sapphire"}) {
+    if (absl::StrContains(core, name)) return true;
+  }
+  return false;
+}
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int32_t num_threads) : pool_(num_threads) { openblas_set_num_threads(1); }
+  explicit CpuBackend(int32_t num_threads)
+      : pool_(num_threads),
+        max_dot_rows_(!cpu::HasF32DotKernel() ? 0
+                      : OpenBlasIsModern()    ? kMaxDotRows
+                                              : std::numeric_limits<int64_t>::max()) {
+    openblas_set_num_threads(1);
+  }
 
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -122,7 +142,7 @@ class CpuBackend final : public Backend {
     }
     // out[n, m] = x[n, k] * w[m, k]^T; thread t computes the columns [m0, m1) of out.
     const int64_t n = x.rows, m = w.rows, k = x.cols;
-    const bool dot = n <= kMaxDotRows && cpu::HasF32DotKernel();
+    const bool dot = n <= max_dot_rows_;
     auto columns = [&](int64_t m0, int64_t m1) {
       if (dot) {
         cpu::F32MatMulColumns(x, w, out, m0, m1);
@@ -201,6 +221,7 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  int64_t max_dot_rows_;  // f32 products up to this many rows use cpu::F32MatMulColumns
   BatchInput batch_;
   std::vector<uint8_t> quant_scratch_;  // activations quantized for QuantMatMul
 };

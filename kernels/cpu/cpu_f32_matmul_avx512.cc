@@ -3,6 +3,7 @@
 #pragma GCC target("avx512f")
 // GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_ps().
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
@@ -26,8 +27,8 @@ inline float HorizontalSum(__m512 v) {
 
 // One R x C tile of dot products over the full k: 16 lanes per accumulator, summed at the end.
 template <int R, int C>
-void Tile(const float* x, int64_t xs, const float* w, int64_t ws, float* out, int64_t os,
-          int64_t k) {
+void Tile(const float* x, int64_t xs, const float* w, int64_t ws, float* out, int64_t os, int64_t k,
+          bool accumulate) {
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -61,11 +62,15 @@ void Tile(const float* x, int64_t xs, const float* w, int64_t ws, float* out, in
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) out[r * os + c] = HorizontalSum(acc[r][c]);
+    for (int c = 0; c < C; ++c) {
+      const float sum = HorizontalSum(acc[r][c]);
+      out[r * os + c] = accumulate ? out[r * os + c] + sum : sum;
+    }
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                        bool);
 
 // kTiles[r - 1][c - 1] computes an r x c tile. (No std:: templates in this file: their
 // instances would be compiled for this instruction set and may be picked by the linker.)
@@ -79,14 +84,14 @@ constexpr TileFn kTiles[kRows][kCols] = {
 }  // namespace
 
 void F32DotAvx512(const float* x, int64_t x_stride, const float* w, int64_t w_stride, float* out,
-                  int64_t out_stride, int64_t n, int64_t m, int64_t k) {
+                  int64_t out_stride, int64_t n, int64_t m, int64_t k, bool accumulate) {
   // A block of weight rows stays in cache while every activation row passes over it.
   for (int64_t j = 0; j < m; j += kCols) {
     const int c = static_cast<int>(m - j < kCols ? m - j : kCols);
     for (int64_t i = 0; i < n; i += kRows) {
       const int r = static_cast<int>(n - i < kRows ? n - i : kRows);
       kTiles[r - 1][c - 1](x + i * x_stride, x_stride, w + j * w_stride, w_stride,
-                           out + i * out_stride + j, out_stride, k);
+                           out + i * out_stride + j, out_stride, k, accumulate);
     }
   }
 }
