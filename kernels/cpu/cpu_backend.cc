@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -46,13 +47,19 @@ bool OpenBlasIsModern() {
   return false;
 }
 
+// PAGODA_CPU_F32_MATMUL=blas sends every f32 product to OpenBLAS (for comparisons).
+bool BlasForced() {
+  const char* v = std::getenv("PAGODA_CPU_F32_MATMUL");
+  return v != nullptr && std::string_view(v) == "blas";
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int32_t num_threads)
       : pool_(num_threads),
-        max_dot_rows_(!cpu::HasF32DotKernel() ? 0
-                      : OpenBlasIsModern()    ? kMaxDotRows
-                                              : std::numeric_limits<int64_t>::max()) {
+        max_dot_rows_(!cpu::HasF32DotKernel() || BlasForced() ? 0
+                      : OpenBlasIsModern()                    ? kMaxDotRows
+                                           : std::numeric_limits<int64_t>::max()) {
     openblas_set_num_threads(1);
   }
 
