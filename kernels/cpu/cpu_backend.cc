@@ -29,7 +29,7 @@ constexpr int64_t kMinParallelElems = 1 << 16;
 // Matrix products below this many multiply-adds run on the calling thread; above it, the
 // output columns are split across the pool (OpenBLAS itself runs single-threaded, so one
 // set of threads owns the cores).
-constexpr int64_t kMinParallelMacs = 1 << 20;
+constexpr int64_t kMinParallelMacs = 1 << 18;
 // Column chunks are multiples of this, so each thread's slice of W stays aligned.
 constexpr int64_t kColumnGrain = 64;
 // Products with at most this many activation rows (decode batches) use the SIMD dot-product
