@@ -6,11 +6,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/cpu/cpu_f32_matmul.h"
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
 #include "kernels/quant/dequantize.h"
@@ -23,13 +29,39 @@ constexpr int64_t kMinParallelElems = 1 << 16;
 // Matrix products below this many multiply-adds run on the calling thread; above it, the
 // output columns are split across the pool (OpenBLAS itself runs single-threaded, so one
 // set of threads owns the cores).
-constexpr int64_t kMinParallelMacs = 1 << 20;
+constexpr int64_t kMinParallelMacs = 1 << 18;
 // Column chunks are multiples of this, so each thread's slice of W stays aligned.
 constexpr int64_t kColumnGrain = 64;
+// Products with at most this many activation rows (decode batches) use the SIMD dot-product
+// kernel on the weights as stored; larger ones (prefill) OpenBLAS, whose per-call packing of
+// the weight is then spread over many rows, unless OpenBLAS runs kernels older than AVX2.
+constexpr int64_t kMaxDotRows = 64;
+
+// True when OpenBLAS picked AVX2-or-newer kernels for this machine. (Debian's 0.3.21 takes
+// Sapphire Rapids for a Prescott and runs SSE3 kernels, 3-5x slower than ours at any size.)
+bool OpenBlasIsModern() {
+  const std::string core = absl::AsciiStrToLower(openblas_get_corename());
+  for (const char* name : {"haswell", "zen", "skylakex", "cooperlake", "sapphire"}) {
+    if (absl::StrContains(core, name)) return true;
+  }
+  return false;
+}
+
+// PAGODA_CPU_F32_MATMUL=blas sends every f32 product to OpenBLAS (for comparisons).
+bool BlasForced() {
+  const char* v = std::getenv("PAGODA_CPU_F32_MATMUL");
+  return v != nullptr && std::string_view(v) == "blas";
+}
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int32_t num_threads) : pool_(num_threads) { openblas_set_num_threads(1); }
+  explicit CpuBackend(int32_t num_threads)
+      : pool_(num_threads),
+        max_dot_rows_(!cpu::HasF32DotKernel() || BlasForced() ? 0
+                      : OpenBlasIsModern()                    ? kMaxDotRows
+                                           : std::numeric_limits<int64_t>::max()) {
+    openblas_set_num_threads(1);
+  }
 
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -117,7 +149,12 @@ class CpuBackend final : public Backend {
     }
     // out[n, m] = x[n, k] * w[m, k]^T; thread t computes the columns [m0, m1) of out.
     const int64_t n = x.rows, m = w.rows, k = x.cols;
+    const bool dot = n <= max_dot_rows_;
     auto columns = [&](int64_t m0, int64_t m1) {
+      if (dot) {
+        cpu::F32MatMulColumns(x, w, out, m0, m1);
+        return;
+      }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                   static_cast<int>(m1 - m0), static_cast<int>(k), 1.f,
                   static_cast<const float*>(x.data), static_cast<int>(x.stride),
@@ -191,6 +228,7 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
+  int64_t max_dot_rows_;  // f32 products up to this many rows use cpu::F32MatMulColumns
   BatchInput batch_;
   std::vector<uint8_t> quant_scratch_;  // activations quantized for QuantMatMul
 };
