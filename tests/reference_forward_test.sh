@@ -5,7 +5,7 @@
 set -euo pipefail
 bin="$1"
 src="$2"
-models="${PAGODA_MODELS_DIR:?PAGODA_MODELS_DIR must be set}"
+models="${PAGODA_TESTDATA_DIR:?PAGODA_TESTDATA_DIR must be set}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 "$src/tools/reference_llama.py" --model "$models/stories260K.gguf" --pagoda "$bin/pagoda" \

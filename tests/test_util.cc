@@ -27,8 +27,8 @@ void RemoveTempDirs() {
 }  // namespace
 
 std::string ModelsDir() {
-  const char* env = std::getenv("PAGODA_MODELS_DIR");
-  std::string dir = (env != nullptr && *env != '\0') ? env : PAGODA_DEFAULT_MODELS_DIR;
+  const char* env = std::getenv("PAGODA_TESTDATA_DIR");
+  std::string dir = (env != nullptr && *env != '\0') ? env : PAGODA_DEFAULT_TESTDATA_DIR;
   if (!std::filesystem::exists(dir + "/stories260K.gguf")) {
     ADD_FAILURE() << "models folder " << dir
                   << " has no stories260K.gguf (tests/data is unpacked into build/testdata at "

@@ -6,7 +6,7 @@
 namespace pagoda::testing {
 
 // The folder holding the test data (stories260K.gguf, its golden files, vocab/): the copy
-// of tests/data that configuring unpacks into build/testdata, or $PAGODA_MODELS_DIR when
+// of tests/data that configuring unpacks into build/testdata, or $PAGODA_TESTDATA_DIR when
 // set. Tests fail (never skip) when it is missing.
 std::string ModelsDir();
 // ModelsDir() + "/" + name.
