@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, model, "", "GGUF model file instead of a preset");
 ABSL_FLAG(std::string, dtype, "f32", "weight type of the in-memory preset: f32, f16 or bf16");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 = all");
+ABSL_FLAG(std::string, cpu_matmul, "auto",
+          "CPU f32 products: auto (pagoda's SIMD kernels for decode) or blas (OpenBLAS always)");
 ABSL_FLAG(std::string, contexts, "128,512,1024", "--mode kv: context lengths");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "--mode batch/profile: concurrent sequences");
 ABSL_FLAG(int32_t, context, 128, "--mode batch/profile: prompt tokens per sequence");
@@ -116,6 +118,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig 
                    : device == "cpu" ? kernels::DeviceKind::kCpu
                                      : kernels::DeviceKind::kAuto;
   options.num_threads = absl::GetFlag(FLAGS_threads);
+  options.cpu_blas_only = absl::GetFlag(FLAGS_cpu_matmul) == "blas";
   auto backend = kernels::CreateBackend(options);
   if (!backend.ok()) return backend.status();
   config.block_size = absl::GetFlag(FLAGS_block_size);

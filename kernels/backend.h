@@ -101,8 +101,9 @@ enum class DeviceKind { kAuto, kCpu, kCuda };
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::kAuto;
-  int32_t num_threads = 0;   // CPU threads; 0 = one per hardware thread
-  int32_t device_index = 0;  // CUDA device
+  int32_t num_threads = 0;     // CPU threads; 0 = one per hardware thread
+  int32_t device_index = 0;    // CUDA device
+  bool cpu_blas_only = false;  // CPU: every f32 product through OpenBLAS (A/B comparisons)
 };
 
 // Builds the requested backend; kAuto picks CUDA when a device is present, else CPU.

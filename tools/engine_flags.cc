@@ -13,6 +13,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", f->threads, "CPU backend threads; 0 = one per hardware thread")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cpu-matmul", f->cpu_matmul,
+                  "CPU f32 products: auto (SIMD dot kernels for decode, OpenBLAS for large "
+                  "prefills) or blas (OpenBLAS always, for comparisons)")
+      ->check(CLI::IsMember({"auto", "blas"}));
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block");
   cmd->add_option("--num-blocks", f->num_blocks,
                   "KV-cache blocks; wins over --kv-cache-memory when > 0");
@@ -53,6 +57,11 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
     return absl::InvalidArgumentError("--device must be auto, cpu or cuda");
   }
   options.num_threads = f.threads;
+  if (f.cpu_matmul == "blas") {
+    options.cpu_blas_only = true;
+  } else if (f.cpu_matmul != "auto") {
+    return absl::InvalidArgumentError("--cpu-matmul must be auto or blas");
+  }
   ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto engine,

@@ -16,6 +16,7 @@ struct EngineFlags {
   std::string model;  // empty = the built-in default model
   std::string device = "auto";
   int32_t threads = 0;
+  std::string cpu_matmul = "auto";  // auto or blas
   int32_t block_size = 16;
   int32_t num_blocks = 0;
   int64_t kv_cache_memory = 0;
@@ -24,8 +25,8 @@ struct EngineFlags {
   std::string kv_cache = "on";
 };
 
-// Adds --model, --device, --threads and the engine sizing flags to `cmd`, parsed into `flags`
-// (which must outlive the parse).
+// Adds --model, --device, --threads, --cpu-matmul and the engine sizing flags to `cmd`, parsed into
+// `flags` (which must outlive the parse).
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 // `base` with the fields `flags` describe; InvalidArgument for a bad --kv-cache value.
 absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& flags,

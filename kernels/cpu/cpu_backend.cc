@@ -47,19 +47,14 @@ bool OpenBlasIsModern() {
   return false;
 }
 
-// PAGODA_CPU_F32_MATMUL=blas sends every f32 product to OpenBLAS (for comparisons).
-bool BlasForced() {
-  const char* v = std::getenv("PAGODA_CPU_F32_MATMUL");
-  return v != nullptr && std::string_view(v) == "blas";
-}
-
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int32_t num_threads)
+  // `blas_only` sends every f32 product to OpenBLAS (BackendOptions::cpu_blas_only).
+  CpuBackend(int32_t num_threads, bool blas_only)
       : pool_(num_threads),
-        max_dot_rows_(!cpu::HasF32DotKernel() || BlasForced() ? 0
-                      : OpenBlasIsModern()                    ? kMaxDotRows
-                                           : std::numeric_limits<int64_t>::max()) {
+        max_dot_rows_(!cpu::HasF32DotKernel() || blas_only ? 0
+                      : OpenBlasIsModern()                 ? kMaxDotRows
+                                                           : std::numeric_limits<int64_t>::max()) {
     openblas_set_num_threads(1);
   }
 
@@ -236,7 +231,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options) {
-  return std::make_unique<CpuBackend>(options.num_threads);
+  return std::make_unique<CpuBackend>(options.num_threads, options.cpu_blas_only);
 }
 
 }  // namespace pagoda::kernels
