@@ -30,13 +30,14 @@ serve: build
 asan:
 	$(MAKE) test BUILD_DIR=build-asan CMAKE_FLAGS="-DPAGODA_SANITIZE=address -DPAGODA_CUDA=OFF"
 
-# The engine's threads under ThreadSanitizer (CPU only): the engine, scheduler and batching
-# tests. The gRPC server tests are left out: Debian's gRPC and abseil are not built with
+# The engine's threads under ThreadSanitizer (CPU only): the engine, scheduler, batching,
+# golden, CPU kernel (attention, products: they use the thread pool) and profiling tests.
+# The gRPC server tests are left out: Debian's gRPC and abseil are not built with
 # TSan, so their internal synchronization is invisible to it and it reports races inside
 # gRPC's own inlined code.
 tsan:
 	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
-	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|Batch|KvCache|Golden)Test\."
+	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|Batch|KvCache|Golden|CpuBackend|CpuF32|QuantMatMul|Profiling)"
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
