@@ -101,8 +101,9 @@ bool DispatchDType(DType dtype, Fn&& fn) {
     case DType::kF16:
       fn(__half{});
       return true;
+    default:  // ggml block formats: expanded at load, never an activation type
+      return false;
   }
-  return false;
 }
 
 }  // namespace pagoda::kernels::cuda
