@@ -189,6 +189,32 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   return result;
 }
 
+absl::Status Engine::SetTenants(std::vector<TenantConfig> tenants) {
+  absl::flat_hash_map<std::string, int> seen;
+  int64_t floors = 0;
+  for (const TenantConfig& t : tenants) {
+    const std::string who = absl::StrCat("tenant \"", t.name, "\"");
+    if (!seen.emplace(t.name, 1).second) return Invalid(who, "appears twice");
+    if (!(t.weight > 0) || std::isinf(t.weight)) return Invalid(who, "weight must be > 0");
+    if (t.max_running_requests < 0 || t.max_queued_requests < 0 || t.kv_cache_cap_blocks < 0 ||
+        t.kv_cache_floor_blocks < 0) {
+      return Invalid(who, "limits must be >= 0 (0 = no limit)");
+    }
+    if (t.kv_cache_cap_blocks > 0 && t.kv_cache_floor_blocks > t.kv_cache_cap_blocks) {
+      return Invalid(who, "kv_cache_floor_blocks exceeds kv_cache_cap_blocks");
+    }
+    floors += t.kv_cache_floor_blocks;
+  }
+  if (floors > core_->kv().num_blocks()) {
+    return Invalid("kv_cache_floor_blocks", absl::StrCat("floors add up to ", floors,
+                                                        " blocks; the pool has ",
+                                                        core_->kv().num_blocks()));
+  }
+  MutexLock lock(&mu_);
+  tenants_ = std::move(tenants);
+  return absl::OkStatus();
+}
+
 void Engine::Abort(RequestHandle handle) {
   MutexLock lock(&mu_);
   aborts_.push_back(handle);

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/request.h"
+#include "engine/tenant.h"
 
 namespace pagoda::gguf {
 class GgufFile;
@@ -54,7 +55,17 @@ struct EngineConfig {
   int32_t max_seqs = 256;
   int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
   bool kv_cache = true;                   // false: recompute every sequence at every step
+  PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
+};
+
+// One tenant's share of the engine (EngineStats::tenants).
+struct TenantStats {
+  std::string name;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;       // includes the intake not yet seen by a step
+  int32_t num_blocks_held = 0;   // KV blocks its running sequences hold
+  int64_t served_tokens = 0;     // prompt + output tokens computed for it, ever
 };
 
 // A snapshot of the engine's state, for metrics and health.
@@ -68,6 +79,8 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;
+  int64_t num_submitted = 0;  // requests Submit accepted, ever (rejected ones do no work)
+  std::vector<TenantStats> tenants;  // configured tenants plus "" when it has requests
   absl::Time last_step_time = absl::InfinitePast();
 };
 
@@ -96,6 +109,11 @@ class Engine {
   // InvalidArgument names the offending field; ResourceExhausted when the waiting queue is
   // full; Unavailable once stopped.
   absl::StatusOr<SubmitResult> Submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
+  // Replaces the tenant table (weights, classes, limits, KV caps and floors); applies from
+  // the next step, requests in flight keep running. InvalidArgument names a bad entry
+  // (duplicate name, weight <= 0, negative limit, floors above the pool). Requests naming a
+  // tenant that is not in the table run under default terms.
+  absl::Status SetTenants(std::vector<TenantConfig> tenants);
   // Aborts a request: within one step its blocks are free and its sink gets finish
   // reason kAbort. Unknown or finished handles are ignored.
   void Abort(RequestHandle handle);
@@ -135,6 +153,7 @@ class Engine {
   int32_t core_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<TenantConfig> tenants_ ABSL_GUARDED_BY(mu_);  // the table SetTenants gave
 };
 
 }  // namespace pagoda::engine

@@ -35,6 +35,9 @@ struct GenerationRequest {
   bool ignore_eos = false;    // keep going after end-of-generation tokens
   bool parse_special = true;  // prompt text spelling a special token becomes that token
   int32_t priority = 0;       // lower runs first and is preempted last
+  // The authenticated tenant (set by the server, never from the request body); "" is the
+  // anonymous tenant. Also the key of anything shared between requests (prefix cache salt).
+  std::string tenant;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

@@ -1,0 +1,34 @@
+// Tenants as the engine sees them: who shares the engine and on what terms. The server
+// authenticates a request and names its tenant; the engine schedules by these terms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pagoda::engine {
+
+// Admission order between tenants: every critical request before any standard one, and
+// standard before sheddable (which may be rejected when the queue is long).
+enum class PriorityClass : int8_t { kCritical = 0, kStandard = 1, kSheddable = 2 };
+
+// "critical", "standard" or "sheddable".
+const char* PriorityClassName(PriorityClass priority);
+
+struct TenantConfig {
+  std::string name;  // unique; "" is the anonymous tenant
+  double weight = 1;  // share of served tokens among backlogged tenants; > 0
+  PriorityClass priority = PriorityClass::kStandard;
+  int32_t max_running_requests = 0;   // running sequences at most; 0 = no limit
+  int32_t max_queued_requests = 0;    // waiting requests at most; 0 = no limit
+  int32_t kv_cache_cap_blocks = 0;    // blocks its sequences may hold; 0 = no cap
+  int32_t kv_cache_floor_blocks = 0;  // blocks kept free for it while it is idle
+};
+
+// Which SchedulingPolicy the engine runs.
+enum class PolicyKind : int8_t {
+  kAuto,       // fair share when tenants are configured, else FCFS
+  kFcfs,       // arrival order for everyone
+  kFairShare,  // weighted fair share of served tokens (virtual token counter)
+};
+
+}  // namespace pagoda::engine
