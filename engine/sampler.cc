@@ -57,11 +57,17 @@ void ApplyPenalties(const SampleInput& in, absl::Span<float> logits) {
   }
 }
 
-// Draws from softmax(logits) restricted by top-k, top-p and min-p.
+// Draws from softmax(logits / temperature) restricted by top-k, top-p and min-p. Weights
+// are exp((logit - max) / temperature): never above 1 (the most likely token weighs exactly
+// 1), never NaN, for any temperature > 0, however small (dividing first would overflow).
 int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
   const SamplingParams& p = *in.params;
   const int32_t vocab = static_cast<int32_t>(logits.size());
-  for (float& l : logits) l /= p.temperature;
+  for (float& l : logits) {
+    if (std::isnan(l)) l = kNegInf;  // a broken logit is never drawn
+  }
+  const float max = *std::max_element(logits.begin(), logits.end());
+  if (!std::isfinite(max)) return Argmax(logits);  // nothing finite to draw from
   // Candidates sorted by logit when any filter needs an order; else all, in id order.
   std::vector<int32_t> cand(vocab);
   std::iota(cand.begin(), cand.end(), 0);
@@ -74,10 +80,12 @@ int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
     std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), by_logit);
     cand.resize(keep);
   }
-  const float max = *std::max_element(logits.begin(), logits.end());
+  const double inv_t = 1.0 / static_cast<double>(p.temperature);
   std::vector<double> prob(cand.size());
   double sum = 0;
-  for (size_t i = 0; i < cand.size(); ++i) sum += prob[i] = std::exp(double{logits[cand[i]] - max});
+  for (size_t i = 0; i < cand.size(); ++i) {
+    sum += prob[i] = std::exp((double{logits[cand[i]]} - max) * inv_t);
+  }
   size_t n = cand.size();
   if (p.top_p < 1.f) {
     // Smallest prefix (by probability) whose mass reaches top_p.
@@ -91,8 +99,8 @@ int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
     }
   }
   if (p.min_p > 0.f) {
-    // Weights are exp(logit - max): the most likely token weighs 1, so a token's probability
-    // is below min_p times the top probability exactly when its weight is below min_p.
+    // The most likely token weighs 1, so a token's probability is below min_p times the top
+    // probability exactly when its weight is below min_p; the top token always stays.
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
       if (prob[i] >= p.min_p) {
@@ -103,6 +111,7 @@ int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
     }
     n = kept;
   }
+  if (n == 0) return Argmax(logits);
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += prob[i];
   const double target = UniformDraw(in.seed, in.output_index) * total;

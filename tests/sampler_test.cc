@@ -3,6 +3,7 @@
 #include "engine/sampler.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -47,6 +48,30 @@ TEST(SamplerTest, MinPDropsUnlikelyTokens) {
   for (uint64_t seed = 0; seed < 300; ++seed) {
     EXPECT_NE(Draw({.temperature = 1.f, .min_p = 0.1f}, logits, seed).token_id, 1);
   }
+}
+
+// Regression: temperature 1e-45 with min_p made every weight NaN, min-p kept nothing and the
+// draw read before its buffer; temperatures in (0, 1e-37] always returned the last id.
+TEST(SamplerTest, TinyTemperaturesDrawTheMostLikelyToken) {
+  const std::vector<float> logits = {0.5f, 2.f, 1.9f, -3.f, 1.f};
+  for (float t : {1e-45f, 1e-38f, 1e-20f}) {
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      EXPECT_EQ(Draw({.temperature = t, .min_p = 0.5f}, logits, seed).token_id, 1) << t;
+      EXPECT_EQ(Draw({.temperature = t}, logits, seed).token_id, 1) << t;
+      EXPECT_EQ(Draw({.temperature = t, .top_p = 0.9f}, logits, seed).token_id, 1) << t;
+    }
+  }
+}
+
+TEST(SamplerTest, NonFiniteLogitsAreNeverDrawn) {
+  const float nan = std::nanf("");
+  const float inf = std::numeric_limits<float>::infinity();
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    EXPECT_EQ(Draw({.temperature = 1.f}, {nan, -inf, 0.f, nan}, seed).token_id, 2);
+    EXPECT_EQ(Draw({.temperature = 1.f, .min_p = 1.f}, {-inf, 1.f, 1.f - 1e-3f}, seed).token_id, 1);
+  }
+  // Nothing finite at all: the lowest id, never a read outside the logits.
+  EXPECT_EQ(Draw({.temperature = 1.f, .top_k = 2}, {nan, nan, -inf}).token_id, 0);
 }
 
 TEST(SamplerTest, DrawsFollowTheDistribution) {
