@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -7,6 +8,7 @@
 #include "common/status_macros.h"
 #include "engine/engine_core.h"
 #include "model/gguf.h"
+#include "model/tokenizer.h"
 #include "model/utf8.h"
 
 namespace pagoda::engine {
@@ -62,8 +64,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   if (config.max_batched_tokens <= 0) return Invalid("max_batched_tokens", "must be positive");
   if (config.max_seqs <= 0) return Invalid("max_seqs", "must be positive");
+  if (config.max_prompt_bytes < 0 || config.max_stop_strings < 0 ||
+      config.max_stop_string_bytes <= 0) {
+    return Invalid("request limits", "must be >= 0 (max_stop_string_bytes > 0)");
+  }
   std::unique_ptr<Engine> engine(new Engine(config));
   ASSIGN_OR_RETURN(engine->core_, Core::Create(config, *file, std::move(backend)));
+  engine->max_prompt_bytes_ = config.max_prompt_bytes;
+  if (engine->max_prompt_bytes_ == 0) {
+    // No token covers more input bytes than its piece's bytes (an unknown character, at
+    // most 4 bytes, may become one token): more bytes than context x that cannot fit.
+    const model::Tokenizer& tok = engine->core_->tokenizer();
+    int64_t longest = 4;
+    for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(tok.Piece(id).size()));
+    }
+    engine->max_prompt_bytes_ = longest * engine->core_->model_config().context_length;
+  }
   {
     MutexLock lock(&engine->mu_);
     engine->core_->FillStats(&engine->stats_);
@@ -109,6 +126,29 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
   const model::Tokenizer& tok = core_->tokenizer();
   const int32_t vocab = tok.vocab_size();
   const int32_t context = core_->model_config().context_length;
+  // Cheap checks first: nothing is tokenized for a request they reject.
+  RETURN_IF_ERROR(ValidateSampling(r.sampling));
+  if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
+    return Invalid("stop", absl::StrCat(r.stop.size(), " stop strings; at most ",
+                                        config_.max_stop_strings, " (max_stop_strings)"));
+  }
+  for (const std::string& s : r.stop) {
+    if (s.empty()) return Invalid("stop", "stop strings must not be empty");
+    if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
+      return Invalid("stop", absl::StrCat("a stop string has ", s.size(), " bytes; at most ",
+                                          config_.max_stop_string_bytes,
+                                          " (max_stop_string_bytes)"));
+    }
+    if (!model::IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
+  }
+  for (int32_t id : r.stop_token_ids) {
+    if (id < 0 || id >= vocab)
+      return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
+  }
+  if (r.prompt_token_ids.size() >= static_cast<size_t>(context)) {
+    return Invalid("prompt_token_ids", absl::StrCat("has ", r.prompt_token_ids.size(),
+                                                    " tokens; the context length is ", context));
+  }
   if (!r.prompt_token_ids.empty()) {
     for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
       const int32_t id = r.prompt_token_ids[i];
@@ -120,6 +160,10 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
     *prompt = r.prompt_token_ids;
   } else {
     if (r.prompt.empty()) return Invalid("prompt", "is empty");
+    if (static_cast<int64_t>(r.prompt.size()) > max_prompt_bytes_) {
+      return Invalid("prompt", absl::StrCat("has ", r.prompt.size(), " bytes; at most ",
+                                            max_prompt_bytes_, " are accepted (max_prompt_bytes)"));
+    }
     if (!model::IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
     *prompt = tok.Encode(r.prompt, tok.add_bos(), r.parse_special);
   }
@@ -127,15 +171,6 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
   if (n >= context) {
     return Invalid("prompt", absl::StrCat("has ", n, " tokens; the context length is ", context,
                                           " and at least one token must be generated"));
-  }
-  RETURN_IF_ERROR(ValidateSampling(r.sampling));
-  for (const std::string& s : r.stop) {
-    if (s.empty()) return Invalid("stop", "stop strings must not be empty");
-    if (!model::IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
-  }
-  for (int32_t id : r.stop_token_ids) {
-    if (id < 0 || id >= vocab)
-      return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
   }
   const int64_t capacity = int64_t{core_->kv().num_blocks()} * core_->kv().block_size();
   if (r.max_tokens.has_value()) {

@@ -56,6 +56,10 @@ struct EngineConfig {
   int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
   bool kv_cache = true;                   // false: recompute every sequence at every step
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
+  // Request limits, checked in Submit before any tokenizing (docs/API.md, "Limits").
+  int64_t max_prompt_bytes = 0;  // 0 = what the context can hold: context x longest token
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
   StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
 };
 
@@ -142,6 +146,7 @@ class Engine {
   void Loop();
 
   EngineConfig config_;
+  int64_t max_prompt_bytes_ = 0;  // the effective prompt limit (see EngineConfig)
   std::unique_ptr<Core> core_;
   std::thread thread_;
 

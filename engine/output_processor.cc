@@ -1,39 +1,10 @@
 #include "engine/output_processor.h"
 
 #include <algorithm>
-#include <string_view>
+
+#include "engine/stop_strings.h"
 
 namespace pagoda::engine {
-namespace {
-
-// Finds the earliest stop string that ends inside the text appended after byte `old_size`.
-// Returns its start, or npos.
-size_t FindStop(const std::string& text, size_t old_size, const std::vector<std::string>& stops) {
-  size_t best = std::string::npos;
-  for (const std::string& s : stops) {
-    const size_t from = old_size >= s.size() ? old_size - s.size() + 1 : 0;
-    const size_t pos = text.find(s, from);
-    if (pos != std::string::npos && pos < best) best = pos;
-  }
-  return best;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of a stop string: bytes
-// that must wait, since the next token may complete the stop string.
-size_t HeldBack(std::string_view text, const std::vector<std::string>& stops) {
-  size_t hold = 0;
-  for (const std::string& s : stops) {
-    for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k) {
-      if (text.substr(text.size() - k) == std::string_view(s).substr(0, k)) {
-        hold = k;
-        break;
-      }
-    }
-  }
-  return hold;
-}
-
-}  // namespace
 
 FinishReason OutputProcessor::StopReason(const Sequence& seq, int32_t token,
                                          bool* hit_stop_string) const {

@@ -200,6 +200,8 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
       {"repetition_penalty", [](GenerationRequest& r) { r.sampling.repetition_penalty = 0; }},
       {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = 21; }},
       {"stop", [](GenerationRequest& r) { r.stop = {""}; }},
+      {"stop", [](GenerationRequest& r) { r.stop.assign(17, "x"); }},
+      {"stop", [](GenerationRequest& r) { r.stop = {std::string(257, 'x')}; }},
       {"stop_token_ids", [](GenerationRequest& r) { r.stop_token_ids = {600}; }},
   };
   for (const Case& c : cases) {
@@ -215,6 +217,37 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   // The engine still serves.
   const CollectedOutput ok = testing::RunOne(*engine, GreedyRequest({1, 403, 407, 261, 378}, 5));
   EXPECT_EQ(ok.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+}
+
+// Regression (hardening): prompts were tokenized whole before the length check, and any
+// number of stop strings of any length was accepted (the held-back check per token costs
+// their total length).
+TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
+  auto engine = testing::StoriesEngine({.max_prompt_bytes = 100, .max_stop_strings = 2,
+                                        .max_stop_string_bytes = 8});
+  ASSERT_NE(engine, nullptr);
+  GenerationRequest r = GreedyRequest({}, 4);
+  r.prompt = std::string(101, 'a');
+  auto s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().message(), "prompt: has 101 bytes; at most 100 are accepted (max_prompt_bytes)");
+  r.prompt = "Once upon a time";
+  r.stop = {"a", "b", "c"};
+  s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().message(), "stop: 3 stop strings; at most 2 (max_stop_strings)");
+  r.stop = {"123456789"};
+  s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().message(),
+            "stop: a stop string has 9 bytes; at most 8 (max_stop_string_bytes)");
+  r.stop = {"12345678", "girl"};
+  EXPECT_EQ(testing::RunOne(*engine, r).finish_reason, FinishReason::kLength);
+  // The default bound is what the context can hold: context x the longest token's bytes.
+  auto defaults = testing::StoriesEngine();
+  ASSERT_NE(defaults, nullptr);
+  r.stop.clear();
+  r.prompt = std::string(512 * 64, 'a');
+  s = defaults->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("(max_prompt_bytes)"), std::string::npos) << s.status();
 }
 
 TEST(EngineTest, FullQueueIsResourceExhausted) {

@@ -17,14 +17,28 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "CPU f32 products: auto (SIMD dot kernels for decode, OpenBLAS for large "
                   "prefills) or blas (OpenBLAS always, for comparisons)")
       ->check(CLI::IsMember({"auto", "blas"}));
-  cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block");
+  cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--num-blocks", f->num_blocks,
-                  "KV-cache blocks; wins over --kv-cache-memory when > 0");
+                  "KV-cache blocks; wins over --kv-cache-memory when > 0")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "bytes of KV cache when --num-blocks is 0; 0 = 1 GiB, capped at what "
-                  "--max-seqs full contexts need");
-  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "token budget of one engine step");
-  cmd->add_option("--max-seqs", f->max_seqs, "sequences running at once at most");
+                  "--max-seqs full contexts need")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "token budget of one engine step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-seqs", f->max_seqs, "sequences running at once at most")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-prompt-bytes", f->max_prompt_bytes,
+                  "longest prompt text accepted, checked before tokenizing; 0 = the context "
+                  "length times the longest token (a longer prompt cannot fit anyway)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-stop-strings", f->max_stop_strings, "stop strings per request at most")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-stop-string-bytes", f->max_stop_string_bytes,
+                  "bytes of one stop string at most")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache", f->kv_cache,
                   "on, or off to recompute every sequence from scratch at every step (the "
                   "baseline the KV cache removes)")
@@ -42,6 +56,9 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
     return absl::InvalidArgumentError("--kv-cache must be on or off");
   }
   c.kv_cache = f.kv_cache == "on";
+  c.max_prompt_bytes = f.max_prompt_bytes;
+  c.max_stop_strings = f.max_stop_strings;
+  c.max_stop_string_bytes = f.max_stop_string_bytes;
   return c;
 }
 

@@ -23,10 +23,13 @@ struct EngineFlags {
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
   std::string kv_cache = "on";
+  int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
 };
 
-// Adds --model, --device, --threads, --cpu-matmul and the engine sizing flags to `cmd`, parsed into
-// `flags` (which must outlive the parse).
+// Adds --model, --device, --threads, --cpu-matmul, the engine sizing flags and the request
+// limits to `cmd`, parsed into `flags` (which must outlive the parse).
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 // `base` with the fields `flags` describe; InvalidArgument for a bad --kv-cache value.
 absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& flags,
