@@ -34,7 +34,20 @@ absl::Status ValidateSampling(const SamplingParams& p) {
   if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
     return Invalid("frequency_penalty", "must be in [-2, 2]");
   }
-  if (p.logprobs < -1 || p.logprobs > 20) return Invalid("logprobs", "must be in [0, 20]");
+  if (p.logprobs.has_value() && (*p.logprobs < 0 || *p.logprobs > 20)) {
+    return Invalid("logprobs", "must be in [0, 20]");
+  }
+  return absl::OkStatus();
+}
+
+// Client-chosen ids reach logs and responses: short, UTF-8, no control characters (a
+// newline would forge a log line).
+absl::Status ValidateRequestId(const std::string& id) {
+  if (id.size() > 256) return Invalid("request_id", "is longer than 256 bytes");
+  if (!model::IsValidUtf8(id)) return Invalid("request_id", "is not valid UTF-8");
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7f) return Invalid("request_id", "contains a control character");
+  }
   return absl::OkStatus();
 }
 
@@ -127,19 +140,25 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
   const int32_t vocab = tok.vocab_size();
   const int32_t context = core_->model_config().context_length;
   // Cheap checks first: nothing is tokenized for a request they reject.
+  RETURN_IF_ERROR(ValidateRequestId(r.request_id));
+  if (!r.prompt.empty() && !r.prompt_token_ids.empty()) {
+    return Invalid("prompt", "give either prompt or prompt_token_ids, not both");
+  }
   RETURN_IF_ERROR(ValidateSampling(r.sampling));
   if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
     return Invalid("stop", absl::StrCat(r.stop.size(), " stop strings; at most ",
                                         config_.max_stop_strings, " (max_stop_strings)"));
   }
-  for (const std::string& s : r.stop) {
-    if (s.empty()) return Invalid("stop", "stop strings must not be empty");
+  for (size_t i = 0; i < r.stop.size(); ++i) {
+    const std::string& s = r.stop[i];
+    const std::string field = absl::StrCat("stop[", i, "]");
+    if (s.empty()) return Invalid(field, "stop strings must not be empty");
     if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
-      return Invalid("stop", absl::StrCat("a stop string has ", s.size(), " bytes; at most ",
-                                          config_.max_stop_string_bytes,
-                                          " (max_stop_string_bytes)"));
+      return Invalid(field, absl::StrCat("has ", s.size(), " bytes; at most ",
+                                         config_.max_stop_string_bytes,
+                                         " (max_stop_string_bytes)"));
     }
-    if (!model::IsValidUtf8(s)) return Invalid("stop", "is not valid UTF-8");
+    if (!model::IsValidUtf8(s)) return Invalid(field, "is not valid UTF-8");
   }
   for (int32_t id : r.stop_token_ids) {
     if (id < 0 || id >= vocab)

@@ -21,7 +21,7 @@ struct SamplingParams {
   float presence_penalty = 0.f;    // over output tokens
   float frequency_penalty = 0.f;   // over output tokens
   std::optional<uint64_t> seed;    // unset: drawn at submission
-  int32_t logprobs = -1;           // -1: none; N >= 0: chosen token plus top-N
+  std::optional<int32_t> logprobs;  // unset: none; N in [0, 20]: chosen token plus top-N
 };
 
 struct GenerationRequest {

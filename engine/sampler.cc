@@ -138,10 +138,10 @@ SampleResult Sample(const SampleInput& in, absl::Span<float> logits) {
   const SamplingParams& p = *in.params;
   SampleResult result;
   std::vector<float> raw;
-  if (p.logprobs >= 0) raw.assign(logits.begin(), logits.end());
+  if (p.logprobs.has_value()) raw.assign(logits.begin(), logits.end());
   ApplyPenalties(in, logits);
   result.token_id = p.temperature == 0.f ? Argmax(logits) : DrawFiltered(in, logits);
-  if (p.logprobs >= 0) result.logprob = RawLogprobs(raw, result.token_id, p.logprobs);
+  if (p.logprobs.has_value()) result.logprob = RawLogprobs(raw, result.token_id, *p.logprobs);
   return result;
 }
 

@@ -22,7 +22,7 @@ struct SampleInput {
 
 struct SampleResult {
   int32_t token_id = 0;
-  std::optional<TokenLogprob> logprob;  // when params->logprobs >= 0 (from the raw logits)
+  std::optional<TokenLogprob> logprob;  // when params->logprobs is set (from the raw logits)
 };
 
 // Picks a token from `logits` [vocab], which it may modify.

@@ -1,22 +1,12 @@
 #include "server/request_convert.h"
 
 #include "absl/strings/str_cat.h"
-#include "model/utf8.h"
 
 namespace pagoda::server {
 
 absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGenerateRequest& raw) {
   engine::GenerationRequest r;
-  if (!model::IsValidUtf8(raw.request_id())) {
-    return absl::InvalidArgumentError("request_id: is not valid UTF-8");
-  }
-  if (raw.request_id().size() > 256) return absl::InvalidArgumentError("request_id: too long");
   r.request_id = raw.request_id();
-  if (!raw.prompt().empty() && raw.prompt_token_ids_size() > 0) {
-    return absl::InvalidArgumentError("prompt: give either prompt or prompt_token_ids, not both");
-  }
-  if (!model::IsValidUtf8(raw.prompt()))
-    return absl::InvalidArgumentError("prompt: is not valid UTF-8");
   r.prompt = raw.prompt();
   r.prompt_token_ids.assign(raw.prompt_token_ids().begin(), raw.prompt_token_ids().end());
   if (raw.has_max_tokens()) r.max_tokens = raw.max_tokens();
@@ -29,16 +19,8 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   if (raw.has_presence_penalty()) s.presence_penalty = raw.presence_penalty();
   if (raw.has_frequency_penalty()) s.frequency_penalty = raw.frequency_penalty();
   if (raw.has_seed()) s.seed = raw.seed();
-  if (raw.has_logprobs()) {
-    if (raw.logprobs() < 0) return absl::InvalidArgumentError("logprobs: must be in [0, 20]");
-    s.logprobs = raw.logprobs();
-  }
-  for (int i = 0; i < raw.stop_size(); ++i) {
-    if (!model::IsValidUtf8(raw.stop(i))) {
-      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: is not valid UTF-8"));
-    }
-    r.stop.push_back(raw.stop(i));
-  }
+  if (raw.has_logprobs()) s.logprobs = raw.logprobs();
+  r.stop.assign(raw.stop().begin(), raw.stop().end());
   r.stop_token_ids.assign(raw.stop_token_ids().begin(), raw.stop_token_ids().end());
   r.ignore_eos = raw.ignore_eos();
   r.parse_special = !raw.has_parse_special() || raw.parse_special();

@@ -186,9 +186,14 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
       {"prompt", [](GenerationRequest& r) { r.prompt = std::string(3000, 'a'); }},
       {"prompt_token_ids",
        [](GenerationRequest& r) {
+         r.prompt.clear();
          r.prompt_token_ids = {1, 512};
        }},
-      {"prompt_token_ids", [](GenerationRequest& r) { r.prompt_token_ids = {-1}; }},
+      {"prompt_token_ids",
+       [](GenerationRequest& r) {
+         r.prompt.clear();
+         r.prompt_token_ids = {-1};
+       }},
       {"max_tokens", [](GenerationRequest& r) { r.max_tokens = 0; }},
       {"max_tokens", [](GenerationRequest& r) { r.max_tokens = -3; }},
       {"max_tokens", [](GenerationRequest& r) { r.max_tokens = 2048; }},
@@ -199,9 +204,15 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
       {"min_p", [](GenerationRequest& r) { r.sampling.min_p = 2; }},
       {"repetition_penalty", [](GenerationRequest& r) { r.sampling.repetition_penalty = 0; }},
       {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = 21; }},
-      {"stop", [](GenerationRequest& r) { r.stop = {""}; }},
+      {"stop[0]", [](GenerationRequest& r) { r.stop = {""}; }},
       {"stop", [](GenerationRequest& r) { r.stop.assign(17, "x"); }},
-      {"stop", [](GenerationRequest& r) { r.stop = {std::string(257, 'x')}; }},
+      {"stop[1]", [](GenerationRequest& r) { r.stop = {"x", std::string(257, 'x')}; }},
+      {"stop[0]", [](GenerationRequest& r) { r.stop = {"\xff"}; }},
+      {"request_id", [](GenerationRequest& r) { r.request_id = "a\nINFO forged line"; }},
+      {"request_id", [](GenerationRequest& r) { r.request_id = std::string(257, 'r'); }},
+      {"request_id", [](GenerationRequest& r) { r.request_id = "\xc3"; }},
+      {"prompt", [](GenerationRequest& r) { r.prompt_token_ids = {1, 2}; }},
+      {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = -1; }},
       {"stop_token_ids", [](GenerationRequest& r) { r.stop_token_ids = {600}; }},
   };
   for (const Case& c : cases) {
@@ -236,8 +247,7 @@ TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
   EXPECT_EQ(s.status().message(), "stop: 3 stop strings; at most 2 (max_stop_strings)");
   r.stop = {"123456789"};
   s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
-  EXPECT_EQ(s.status().message(),
-            "stop: a stop string has 9 bytes; at most 8 (max_stop_string_bytes)");
+  EXPECT_EQ(s.status().message(), "stop[0]: has 9 bytes; at most 8 (max_stop_string_bytes)");
   r.stop = {"12345678", "girl"};
   EXPECT_EQ(testing::RunOne(*engine, r).finish_reason, FinishReason::kLength);
   // The default bound is what the context can hold: context x the longest token's bytes.

@@ -20,7 +20,7 @@ v1::GenerateRequest ToProto(const engine::GenerationRequest& r, const std::strin
   p.set_min_p(s.min_p);
   p.set_repetition_penalty(s.repetition_penalty);
   if (s.seed.has_value()) p.set_seed(*s.seed);
-  if (s.logprobs >= 0) p.set_logprobs(s.logprobs);
+  if (s.logprobs.has_value()) p.set_logprobs(*s.logprobs);
   for (const std::string& stop : r.stop) p.add_stop(stop);
   p.set_ignore_eos(r.ignore_eos);
   p.set_parse_special(r.parse_special);

@@ -34,7 +34,7 @@ engine::GenerationRequest RequestFromFlags(const SamplingFlags& f) {
   s.min_p = static_cast<float>(f.min_p);
   s.repetition_penalty = static_cast<float>(f.repetition_penalty);
   if (f.seed >= 0) s.seed = static_cast<uint64_t>(f.seed);
-  s.logprobs = f.logprobs;
+  if (f.logprobs >= 0) s.logprobs = f.logprobs;
   r.stop = f.stop;
   r.ignore_eos = f.ignore_eos;
   r.parse_special = f.parse_special;
