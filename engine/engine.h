@@ -55,6 +55,9 @@ struct EngineConfig {
   int32_t max_seqs = 256;
   int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
   bool kv_cache = true;                   // false: recompute every sequence at every step
+  // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16" or "int8"
+  // (a scale per token and head); the backend must support it (CPU: all of these).
+  std::string kv_cache_dtype = "auto";
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   // Request limits, checked in Submit before any tokenizing (docs/API.md, "Limits").
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold: context x longest token

@@ -11,6 +11,30 @@ namespace {
 
 constexpr int64_t kDefaultKvCacheMemory = int64_t{1} << 30;
 
+// The KV element type `name` ("auto", "f32", "f16", "bf16", "int8") names on `backend`.
+absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name, const kernels::Backend& backend) {
+  kernels::DType dtype;
+  if (name == "auto") {
+    dtype = backend.kv_dtype();
+  } else if (name == "f32") {
+    dtype = kernels::DType::kF32;
+  } else if (name == "f16") {
+    dtype = kernels::DType::kF16;
+  } else if (name == "bf16") {
+    dtype = kernels::DType::kBF16;
+  } else if (name == "int8") {
+    dtype = kernels::DType::kI8;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache_dtype: unknown type '", name, "' (auto, f32, f16, bf16 or int8)"));
+  }
+  if (!backend.SupportsKvDtype(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_cache_dtype: the ", backend.name(),
+                                                   " backend cannot keep the KV cache in ", name));
+  }
+  return dtype;
+}
+
 Usage MakeUsage(const Sequence& seq) {
   Usage u;
   u.prompt_tokens = seq.prompt_len;
@@ -41,12 +65,14 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
                      " tokens but the embedding has ", mc.vocab_size));
   }
 
+  ASSIGN_OR_RETURN(const kernels::DType kv_dtype,
+                   KvDtypeFor(config.kv_cache_dtype, *core->backend_));
   kernels::KvCacheShape shape{.num_layers = mc.num_layers,
                               .num_blocks = 0,
                               .block_size = config.block_size,
                               .num_kv_heads = mc.num_kv_heads,
                               .head_dim = mc.head_dim,
-                              .dtype = core->backend_->kv_dtype()};
+                              .dtype = kv_dtype};
   int64_t blocks = config.num_blocks;
   if (blocks <= 0) {
     const int64_t memory =

@@ -30,9 +30,11 @@ class Backend {
 
   // "cpu" or "cuda".
   virtual std::string name() const = 0;
-  // Element type the model keeps activations in, and the KV cache's type.
+  // Element type the model keeps activations in, and the KV cache's default type.
   virtual DType activation_dtype() const = 0;
   virtual DType kv_dtype() const = 0;
+  // True when WriteKv/Attention work on a cache of `dtype` (kv_dtype() always).
+  virtual bool SupportsKvDtype(DType dtype) const { return dtype == kv_dtype(); }
 
   // Backend memory of `bytes` bytes (uninitialized); ResourceExhausted when out of memory.
   virtual absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) = 0;

@@ -8,6 +8,10 @@
 //   ((l * 2 + 0) * num_blocks * block_size + slot) * num_kv_heads * head_dim + h * head_dim
 // and its V vector at the same place with (l * 2 + 1). NHD inside a block keeps one token's
 // heads adjacent, so writing a new token is one contiguous store per layer.
+//
+// With dtype kI8 each (token, KV head) vector is stored as int8 with one float scale
+// (x ~= q * scale, scale = max|x| / 127). The scales follow all the data, in the same order
+// without head_dim: [num_layers][2][num_blocks][block_size][num_kv_heads] floats.
 #pragma once
 
 #include <cstddef>
@@ -29,13 +33,25 @@ struct KvCacheShape {
   int64_t token_elems() const { return int64_t{num_kv_heads} * head_dim; }
   // Elements of all of K (or V) in one layer.
   int64_t plane_elems() const { return int64_t{num_blocks} * block_size * token_elems(); }
-  // Bytes of the whole cache.
-  size_t total_bytes() const {
+  // True when vectors carry a float scale each (kI8).
+  bool has_scales() const { return dtype == DType::kI8; }
+  // Scales of all of K (or V) in one layer (0 without scales).
+  int64_t scale_plane_elems() const {
+    return has_scales() ? int64_t{num_blocks} * block_size * num_kv_heads : 0;
+  }
+  // Bytes of the K and V values of every layer (scales excluded).
+  size_t data_bytes() const {
     return static_cast<size_t>(2 * num_layers * plane_elems()) * DTypeSize(dtype);
   }
-  // Bytes one block takes across all layers, K and V.
+  // Bytes of the whole cache, scales included.
+  size_t total_bytes() const {
+    return data_bytes() + static_cast<size_t>(2 * num_layers * scale_plane_elems()) * sizeof(float);
+  }
+  // Bytes one block takes across all layers, K and V, scales included.
   size_t bytes_per_block() const {
-    return static_cast<size_t>(2 * num_layers * block_size * token_elems()) * DTypeSize(dtype);
+    const int64_t per_token = token_elems() * static_cast<int64_t>(DTypeSize(dtype)) +
+                              (has_scales() ? int64_t{num_kv_heads} * 4 : 0);
+    return static_cast<size_t>(2 * num_layers * block_size * per_token);
   }
 };
 
@@ -50,6 +66,11 @@ struct PagedKvCache {
     return static_cast<char*>(data) +
            static_cast<size_t>((int64_t{layer} * 2 + kind) * shape.plane_elems()) *
                DTypeSize(shape.dtype);
+  }
+  // Scales of K (kind 0) or V (kind 1) of `layer` (kI8 only): [num_blocks * block_size][kv_heads].
+  float* Scales(int32_t layer, int32_t kind) const {
+    return reinterpret_cast<float*>(static_cast<char*>(data) + shape.data_bytes()) +
+           (int64_t{layer} * 2 + kind) * shape.scale_plane_elems();
   }
 };
 

@@ -39,6 +39,7 @@ class ProfilingBackend final : public Backend {
   std::string name() const override { return inner_->name(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
   DType kv_dtype() const override { return inner_->kv_dtype(); }
+  bool SupportsKvDtype(DType dtype) const override { return inner_->SupportsKvDtype(dtype); }
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;

@@ -27,6 +27,7 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ8_K,
+  kI8,  // int8 with a float scale kept beside it (the KV cache's int8 type)
 };
 
 // Bytes per element of a float type; 0 for a block type (use DTypeRowBytes).

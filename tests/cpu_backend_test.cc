@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "kernels/backend.h"
+#include "kernels/quant/half.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -137,8 +138,42 @@ std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<flo
   return out;
 }
 
+// Rounds one token's vectors (all KV heads) as a cache of `dtype` stores them and returns
+// the values attention must see; writes the stored form at `slot` of plane (layer 0, kind).
+std::vector<float> StoreAsCached(const float* x, const PagedKvCache& cache, int32_t kind,
+                                 int64_t slot) {
+  const KvCacheShape& s = cache.shape;
+  const int64_t width = s.token_elems();
+  std::vector<float> seen(x, x + width);
+  char* dst = static_cast<char*>(cache.Plane(0, kind)) + slot * width * DTypeSize(s.dtype);
+  for (int32_t h = 0; h < s.num_kv_heads; ++h) {
+    float amax = 0.f;
+    for (int32_t e = 0; e < s.head_dim; ++e) amax = std::max(amax, std::fabs(x[h * s.head_dim + e]));
+    const float scale = amax / 127.f;
+    if (s.dtype == DType::kI8) cache.Scales(0, kind)[slot * s.num_kv_heads + h] = scale;
+    for (int32_t e = 0; e < s.head_dim; ++e) {
+      const int64_t i = int64_t{h} * s.head_dim + e;
+      if (s.dtype == DType::kF32) {
+        reinterpret_cast<float*>(dst)[i] = x[i];
+      } else if (s.dtype == DType::kF16) {
+        reinterpret_cast<uint16_t*>(dst)[i] = quant::FloatToHalf(x[i]);
+        seen[i] = quant::HalfToFloat(quant::FloatToHalf(x[i]));
+      } else if (s.dtype == DType::kBF16) {
+        reinterpret_cast<uint16_t*>(dst)[i] = quant::FloatToBf16(x[i]);
+        seen[i] = quant::Bf16ToFloat(quant::FloatToBf16(x[i]));
+      } else {
+        const float inv = scale > 0.f ? 1.f / scale : 0.f;
+        const float q = std::clamp(std::nearbyint(x[i] * inv), -127.f, 127.f);
+        reinterpret_cast<int8_t*>(dst)[i] = static_cast<int8_t>(q);
+        seen[i] = q * scale;
+      }
+    }
+  }
+  return seen;
+}
+
 void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t heads, int32_t kv_heads,
-                    int32_t head_dim, int32_t block_size) {
+                    int32_t head_dim, int32_t block_size, DType kv_dtype = DType::kF32) {
   std::mt19937 rng(heads * 131 + kv_heads * 17 + head_dim + block_size);
   int32_t blocks = 8;  // a few spare, so the tables do not cover the whole pool
   for (const Seq& s : seqs) blocks += (s.context + block_size - 1) / block_size;
@@ -147,9 +182,15 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
                            .block_size = block_size,
                            .num_kv_heads = kv_heads,
                            .head_dim = head_dim,
-                           .dtype = DType::kF32};
+                           .dtype = kv_dtype};
   auto buffer = *backend->Allocate(shape.total_bytes());
   const PagedKvCache cache{buffer.data(), shape};
+  // One slot to round the new tokens in (WriteKv stores those in `cache`).
+  KvCacheShape one = shape;
+  one.num_blocks = 1;
+  one.block_size = 1;
+  std::vector<char> one_bytes(one.total_bytes());
+  const PagedKvCache scratch{one_bytes.data(), one};
   std::vector<std::vector<int32_t>> tables;
   const BatchInput batch = MakeBatch(seqs, block_size, shape.num_blocks, &rng, &tables);
   const AttentionParams p{.num_heads = heads,
@@ -164,10 +205,10 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
     values.push_back(Random(seqs[s].context * kv_width, &rng));
     for (int32_t t = 0; t < seqs[s].context - seqs[s].new_tokens; ++t) {
       const int64_t slot = int64_t{tables[s][t / block_size]} * block_size + t % block_size;
-      std::copy_n(&keys[s][t * kv_width], kv_width,
-                  static_cast<float*>(cache.Plane(0, 0)) + slot * kv_width);
-      std::copy_n(&values[s][t * kv_width], kv_width,
-                  static_cast<float*>(cache.Plane(0, 1)) + slot * kv_width);
+      const std::vector<float> k = StoreAsCached(&keys[s][t * kv_width], cache, 0, slot);
+      const std::vector<float> v = StoreAsCached(&values[s][t * kv_width], cache, 1, slot);
+      std::copy(k.begin(), k.end(), keys[s].begin() + t * kv_width);
+      std::copy(v.begin(), v.end(), values[s].begin() + t * kv_width);
     }
   }
   std::vector<float> k_new, v_new;
@@ -184,9 +225,34 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
   backend->Attention(Tensor::Make(q.data(), DType::kF32, batch.num_tokens(), heads * head_dim),
                      cache, 0, p,
                      Tensor::Make(out.data(), DType::kF32, batch.num_tokens(), heads * head_dim));
+  // The new tokens as the cache holds them (rounded by the test, stored by WriteKv).
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int32_t t = seqs[s].context - seqs[s].new_tokens; t < seqs[s].context; ++t) {
+      const std::vector<float> k = StoreAsCached(&keys[s][t * kv_width], scratch, 0, 0);
+      const std::vector<float> v = StoreAsCached(&values[s][t * kv_width], scratch, 1, 0);
+      std::copy(k.begin(), k.end(), keys[s].begin() + t * kv_width);
+      std::copy(v.begin(), v.end(), values[s].begin() + t * kv_width);
+    }
+  }
   const std::vector<float> want = ReferenceAttention(batch, q, keys, values, p);
   for (size_t i = 0; i < out.size(); ++i) {
     ASSERT_NEAR(out[i], want[i], 1e-5) << "element " << i;
+  }
+}
+
+// f16, bf16 and int8 caches: every value attention reads is the stored one widened exactly
+// (int8: q * scale), prefix rows stored by the test and new rows by WriteKv alike.
+TEST_F(CpuBackendTest, PagedAttentionOverF16Bf16AndInt8Caches) {
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kI8}) {
+    ASSERT_TRUE(backend_->SupportsKvDtype(dtype));
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " " << hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      CheckAttention(backend_.get(), {{1, 1}, {17, 1}, {70, 1}, {40, 40}}, 8, 2, 16, 16, dtype);
+      CheckAttention(backend_.get(), {{150, 150}, {65, 1}, {129, 1}}, 4, 1, 64, 16, dtype);
+      CheckAttention(backend_.get(), {{33, 5}, {100, 1}}, 6, 3, 12, 1, dtype);
+    }
+    hwy::SetSupportedTargetsForTest(0);
   }
 }
 

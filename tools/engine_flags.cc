@@ -39,6 +39,11 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--max-stop-string-bytes", f->max_stop_string_bytes,
                   "bytes of one stop string at most")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV cache element type: auto (the backend's: f32 on CPU), f32, f16, bf16 or "
+                  "int8 (a scale per token and head); --kv-cache-memory counts its bytes, so a "
+                  "smaller type holds more blocks")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8"}));
   cmd->add_option("--kv-cache", f->kv_cache,
                   "on, or off to recompute every sequence from scratch at every step (the "
                   "baseline the KV cache removes)")
@@ -56,6 +61,7 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
     return absl::InvalidArgumentError("--kv-cache must be on or off");
   }
   c.kv_cache = f.kv_cache == "on";
+  c.kv_cache_dtype = f.kv_cache_dtype;
   c.max_prompt_bytes = f.max_prompt_bytes;
   c.max_stop_strings = f.max_stop_strings;
   c.max_stop_string_bytes = f.max_stop_string_bytes;

@@ -23,6 +23,7 @@ struct EngineFlags {
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
   std::string kv_cache = "on";
+  std::string kv_cache_dtype = "auto";
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;

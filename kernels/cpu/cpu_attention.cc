@@ -7,6 +7,9 @@
 // loaded once per chunk of the context and used by all of them. Softmax is online: per
 // chunk of kChunk context tokens the running max and sum are updated and the
 // accumulator rescaled, so the context is traversed once.
+// The cache may hold f32, f16, bf16 or int8 (with a scale per token and head): rows of the
+// other types are widened to f32 per chunk into a small scratch tile (64 rows of K and of V)
+// as they are read, so no f32 copy of the cache exists.
 // SSSE3 adds little over SSE4 and the portable code: not built, to save compile time.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS HWY_SSSE3
@@ -23,6 +26,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+
+#include "kernels/tensor.h"
 
 namespace pagoda::kernels::cpu {
 
@@ -42,12 +47,17 @@ struct TileArgs {
   int32_t group = 0;
   int32_t head_dim = 0;
   float scale = 1.f;
-  const float* k_head = nullptr;  // K plane offset to this KV head
-  const float* v_head = nullptr;
-  int64_t kv_width = 0;  // floats per cached token
+  DType kv_dtype = DType::kF32;       // kF32, kF16, kBF16 or kI8
+  const char* k_head = nullptr;       // K plane offset to this KV head
+  const char* v_head = nullptr;
+  int64_t kv_row_bytes = 0;           // bytes per cached token (all KV heads)
+  const float* k_scales = nullptr;    // kI8: K scale plane offset to this KV head
+  const float* v_scales = nullptr;
+  int32_t num_kv_heads = 0;           // scales per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
-  // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes.
+  // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes,
+  // then 2 * kChunk * head_dim floats for widened K and V rows.
   float* scratch = nullptr;
 };
 
@@ -222,6 +232,38 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
   }
 }
 
+// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8 scaled by scales[t])
+// into consecutive f32 rows of `dst` and points rows[t] at them.
+template <class D>
+void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* scales, int32_t n,
+               float* dst) {
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  for (int32_t t = 0; t < n; ++t) {
+    const char* src = reinterpret_cast<const char*>(rows[t]);
+    float* out = dst + int64_t{t} * dim;
+    if (a.kv_dtype == DType::kF16) {
+      const hn::Rebind<hwy::float16_t, D> dh;
+      const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
+      for (int32_t e = 0; e < dim; e += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + e)), d, out + e);
+    } else if (a.kv_dtype == DType::kBF16) {
+      const hn::Rebind<hwy::bfloat16_t, D> db;
+      const auto* b = reinterpret_cast<const hwy::bfloat16_t*>(src);
+      for (int32_t e = 0; e < dim; e += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, b + e)), d, out + e);
+    } else {  // kI8
+      const hn::Rebind<int8_t, D> d8;
+      const hn::Rebind<int32_t, D> di;
+      const auto scale = hn::Set(d, *scales[t]);
+      const auto* q = reinterpret_cast<const int8_t*>(src);
+      for (int32_t e = 0; e < dim; e += lanes) {
+        const auto x = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + e)));
+        hn::StoreU(hn::Mul(x, scale), d, out + e);
+      }
+    }
+    rows[t] = out;
+  }
+}
+
 template <class D>
 void AttendTileWith(D d, const TileArgs& a) {
   const int32_t rows = a.num_queries * a.group;
@@ -237,7 +279,12 @@ void AttendTileWith(D d, const TileArgs& a) {
 
   const float* k_rows[kChunk];
   const float* v_rows[kChunk];
+  const float* k_scale[kChunk];
+  const float* v_scale[kChunk];
   int32_t first[kChunk];  // first row that sees chunk token t
+  float* k_wide = kt + int64_t{dim} * kChunk;  // widened rows when the cache is not f32
+  float* v_wide = k_wide + int64_t{kChunk} * dim;
+  const bool widen = a.kv_dtype != DType::kF32;
   const int32_t ctx = a.positions[a.num_queries - 1] + 1;
   for (int32_t c0 = 0; c0 < ctx; c0 += kChunk) {
     const int32_t n = std::min(kChunk, ctx - c0);
@@ -245,10 +292,18 @@ void AttendTileWith(D d, const TileArgs& a) {
     for (int32_t t = 0; t < n; ++t) {
       const int32_t pos = c0 + t;
       const int64_t slot = int64_t{a.table[pos / a.block_size]} * a.block_size + pos % a.block_size;
-      k_rows[t] = a.k_head + slot * a.kv_width;
-      v_rows[t] = a.v_head + slot * a.kv_width;
+      k_rows[t] = reinterpret_cast<const float*>(a.k_head + slot * a.kv_row_bytes);
+      v_rows[t] = reinterpret_cast<const float*>(a.v_head + slot * a.kv_row_bytes);
+      if (a.k_scales != nullptr) {
+        k_scale[t] = a.k_scales + slot * a.num_kv_heads;
+        v_scale[t] = a.v_scales + slot * a.num_kv_heads;
+      }
       while (a.positions[qi] < pos) ++qi;  // the last query sees every token of ctx
       first[t] = qi * a.group;
+    }
+    if (widen) {
+      WidenRows(d, a, k_rows, k_scale, n, k_wide);
+      WidenRows(d, a, v_rows, v_scale, n, v_wide);
     }
     const Visible visible{a.positions, a.group, c0, n};
     if (rows >= kTransposeRows) {
@@ -289,6 +344,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/quant/half.h"
 
 namespace pagoda::kernels::cpu {
 
@@ -329,17 +385,65 @@ std::vector<Item> PlanItems(const BatchInput& batch, int32_t kv_heads, int32_t g
 
 }  // namespace
 
+namespace {
+
+// Stores one token's vectors (all KV heads, f32) at `dst` in the cache's type; int8 gets a
+// scale per head (max |x| / 127, rounded to nearest) in `scales`.
+void StoreRow(const float* src, const KvCacheShape& shape, char* dst, float* scales) {
+  const int64_t width = shape.token_elems();
+  switch (shape.dtype) {
+    case DType::kF16: {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t e = 0; e < width; ++e) h[e] = quant::FloatToHalf(src[e]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* b = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t e = 0; e < width; ++e) b[e] = quant::FloatToBf16(src[e]);
+      return;
+    }
+    case DType::kI8: {
+      auto* q = reinterpret_cast<int8_t*>(dst);
+      for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
+        const float* x = src + int64_t{h} * shape.head_dim;
+        float amax = 0.f;
+        for (int32_t e = 0; e < shape.head_dim; ++e) amax = std::max(amax, std::fabs(x[e]));
+        const float scale = amax / 127.f;
+        const float inv = scale > 0.f ? 1.f / scale : 0.f;
+        for (int32_t e = 0; e < shape.head_dim; ++e) {
+          q[int64_t{h} * shape.head_dim + e] =
+              static_cast<int8_t>(std::clamp(std::nearbyint(x[e] * inv), -127.f, 127.f));
+        }
+        scales[h] = scale;
+      }
+      return;
+    }
+    default:
+      std::memcpy(dst, src, static_cast<size_t>(width) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+bool SupportsKvDtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kI8;
+}
+
 void WriteKv(const BatchInput& batch, const Tensor& k, const Tensor& v, const PagedKvCache& cache,
              int32_t layer, ThreadPool* pool) {
-  const int64_t width = cache.shape.token_elems();
-  auto* k_plane = static_cast<float*>(cache.Plane(layer, 0));
-  auto* v_plane = static_cast<float*>(cache.Plane(layer, 1));
-  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  const KvCacheShape& shape = cache.shape;
+  const int64_t row_bytes = shape.token_elems() * static_cast<int64_t>(DTypeSize(shape.dtype));
+  auto* k_plane = static_cast<char*>(cache.Plane(layer, 0));
+  auto* v_plane = static_cast<char*>(cache.Plane(layer, 1));
+  float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
+  float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
   for (int32_t i = 0; i < batch.num_tokens(); ++i) {
-    const int32_t slot = batch.slot_mapping[i];
+    const int64_t slot = batch.slot_mapping[i];
     if (slot < 0) continue;
-    std::memcpy(k_plane + slot * width, k.row<float>(i), row_bytes);
-    std::memcpy(v_plane + slot * width, v.row<float>(i), row_bytes);
+    const int64_t s = slot * shape.num_kv_heads;
+    StoreRow(k.row<float>(i), shape, k_plane + slot * row_bytes, k_scales ? k_scales + s : nullptr);
+    StoreRow(v.row<float>(i), shape, v_plane + slot * row_bytes, v_scales ? v_scales + s : nullptr);
   }
 }
 
@@ -349,9 +453,12 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
   const int32_t kv_heads = params.num_kv_heads;
   const int32_t group = params.num_heads / kv_heads;
   const int32_t head_dim = params.head_dim;
-  const int64_t kv_width = cache.shape.token_elems();
-  const auto* k_plane = static_cast<const float*>(cache.Plane(layer, 0));
-  const auto* v_plane = static_cast<const float*>(cache.Plane(layer, 1));
+  const KvCacheShape& shape = cache.shape;
+  const int64_t elem_bytes = static_cast<int64_t>(DTypeSize(shape.dtype));
+  const auto* k_plane = static_cast<const char*>(cache.Plane(layer, 0));
+  const auto* v_plane = static_cast<const char*>(cache.Plane(layer, 1));
+  const float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
+  const float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
   const std::vector<Item> items = PlanItems(batch, kv_heads, group);
   int64_t work = 0;
   for (const Item& item : items) work += item.cost;
@@ -363,7 +470,7 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
     thread_local std::vector<float> scratch;
     // The layout TileArgs::scratch describes, for the largest tile, and 16 for alignment.
     const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) +
-                        static_cast<size_t>(head_dim) * kChunk + 32;
+                        static_cast<size_t>(head_dim) * kChunk * 3 + 32;
     if (scratch.size() < need) scratch.resize(need);
     float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                               ~uintptr_t{63});
@@ -381,9 +488,15 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
       a.group = group;
       a.head_dim = head_dim;
       a.scale = params.scale;
-      a.k_head = k_plane + int64_t{it.kv_head} * head_dim;
-      a.v_head = v_plane + int64_t{it.kv_head} * head_dim;
-      a.kv_width = kv_width;
+      a.kv_dtype = shape.dtype;
+      a.k_head = k_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
+      a.v_head = v_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
+      a.kv_row_bytes = shape.token_elems() * elem_bytes;
+      if (k_scales != nullptr) {
+        a.k_scales = k_scales + it.kv_head;
+        a.v_scales = v_scales + it.kv_head;
+      }
+      a.num_kv_heads = shape.num_kv_heads;
       a.table = batch.block_tables.data() + int64_t{it.seq} * batch.max_blocks_per_seq;
       a.block_size = cache.shape.block_size;
       a.scratch = aligned;

@@ -7,8 +7,10 @@
 
 namespace pagoda::kernels::cpu {
 
-// Writes k, v [num_tokens, kv_heads * head_dim] into `layer` at batch.slot_mapping (a
-// negative slot is skipped).
+// True for the KV cache types these kernels store and read: f32, f16, bf16, int8 (kI8).
+bool SupportsKvDtype(DType dtype);
+// Writes k, v [num_tokens, kv_heads * head_dim] (f32) into `layer` at batch.slot_mapping (a
+// negative slot is skipped), converted to the cache's type (int8: a scale per token and head).
 void WriteKv(const BatchInput& batch, const Tensor& k, const Tensor& v, const PagedKvCache& cache,
              int32_t layer, ThreadPool* pool);
 

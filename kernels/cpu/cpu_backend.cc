@@ -61,6 +61,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
   DType kv_dtype() const override { return DType::kF32; }
+  bool SupportsKvDtype(DType dtype) const override { return cpu::SupportsKvDtype(dtype); }
 
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
     void* p = nullptr;
