@@ -6,8 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "tests/engine_test_util.h"
+#include "tests/test_util.h"
 
 namespace pagoda {
 namespace {
@@ -258,6 +261,38 @@ TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
   s = defaults->Submit(r, std::make_shared<engine::CollectingSink>());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("(max_prompt_bytes)"), std::string::npos) << s.status();
+}
+
+// The KV cache's type decides how many blocks a memory budget buys (stories260K: 5 layers,
+// 4 KV heads of 8, blocks of 16 tokens: f32 20480 bytes a block, f16 10240, int8 7680 with
+// its scales), and every type serves; f16 and bf16 keep the greedy tokens of f32 here.
+TEST(EngineTest, KvCacheDtypeSizesTheCacheAndServes) {
+  const GenerationRequest r = GreedyRequest({1, 403, 407, 261, 378}, 24);
+  std::vector<int32_t> f32_tokens;
+  for (auto [dtype, blocks] : std::vector<std::pair<std::string, int32_t>>{
+           {"f32", 51}, {"f16", 102}, {"bf16", 102}, {"int8", 136}}) {
+    SCOPED_TRACE(dtype);
+    auto engine = testing::StoriesEngine({.kv_cache_memory = 1 << 20, .kv_cache_dtype = dtype});
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->Stats().num_blocks, blocks);
+    const CollectedOutput out = testing::RunOne(*engine, r);
+    ASSERT_EQ(out.token_ids.size(), 24u);
+    if (dtype == "f32") f32_tokens = out.token_ids;
+    if (dtype == "f16" || dtype == "bf16") EXPECT_EQ(out.token_ids, f32_tokens);
+    EXPECT_TRUE(testing::WaitForIdle(*engine));
+    EXPECT_EQ(engine->Stats().num_free_blocks, blocks);
+  }
+}
+
+TEST(EngineTest, UnknownKvCacheDtypeIsAnError) {
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  auto engine = engine::Engine::Create({.kv_cache_dtype = "fp4"}, *std::move(file),
+                                       *std::move(backend));
+  EXPECT_EQ(engine.status().message(),
+            "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16 or int8)");
 }
 
 TEST(EngineTest, FullQueueIsResourceExhausted) {
