@@ -93,8 +93,7 @@ class Decoder {
     b.max_blocks_per_seq = shape_.num_blocks;
     b.logits_indices = {b.num_tokens() - 1};
     std::vector<float> logits(model_->config().vocab_size);
-    const absl::Status st =
-        model_->Forward(b, PagedKvCache{memory_.data(), shape_}, logits.data());
+    const absl::Status st = model_->Forward(b, PagedKvCache{memory_.data(), shape_}, logits.data());
     EXPECT_TRUE(st.ok()) << st;
     return logits;
   }
@@ -183,7 +182,8 @@ TEST_P(CudaRandomModelTest, GreedyBf16TracksCpuWithinTolerance) {
   std::vector<float> want = on_cpu.Feed(prompt);
   std::vector<float> got = on_cuda.Feed(prompt);
   // The prefill took the tensor-core prefill kernel (64 / group tokens per tile).
-  absl::StatusOr<kernels::CudaAttentionTrace> trace = kernels::CudaLastAttention(cuda.backend.get());
+  absl::StatusOr<kernels::CudaAttentionTrace> trace =
+      kernels::CudaLastAttention(cuda.backend.get());
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_TRUE(trace->tensor_core);
   EXPECT_GT(trace->prefill_tiles, 0);

@@ -95,14 +95,16 @@ void ExpectPoisonOutsideView(Backend& cuda, const TwinTensor& t, const std::stri
   std::vector<uint8_t> bytes(t.cuda_buffer.buffer.bytes());
   const absl::Status st = cuda.CopyToHost(bytes.data(), whole.data, bytes.size());
   ASSERT_TRUE(st.ok()) << st;
-  const int64_t first = (static_cast<const char*>(t.cuda.data) -
-                         static_cast<const char*>(whole.data)) / static_cast<int64_t>(elem);
+  const int64_t first =
+      (static_cast<const char*>(t.cuda.data) - static_cast<const char*>(whole.data)) /
+      static_cast<int64_t>(elem);
   size_t bad = 0;
   std::string examples;
   for (int64_t r = 0; r < whole.rows; ++r) {
     for (int64_t c = 0; c < whole.stride; ++c) {
       const int64_t inside = r * whole.stride + c - first;
-      if (inside >= 0 && inside / t.cuda.stride < t.cuda.rows && inside % t.cuda.stride < t.cuda.cols) {
+      if (inside >= 0 && inside / t.cuda.stride < t.cuda.rows &&
+          inside % t.cuda.stride < t.cuda.cols) {
         continue;
       }
       const uint8_t* e = bytes.data() + static_cast<size_t>(r * whole.stride + c) * elem;

@@ -44,11 +44,11 @@ absl::Status CudaSoftmaxRows(Backend* backend, const Tensor& logits, float tempe
 
 // What the last successfully queued Attention of a CUDA backend ran (a test hook).
 struct CudaAttentionTrace {
-  int64_t calls = 0;           // Attention calls queued since the backend was created
-  bool tensor_core = false;    // tensor-core kernels (false: the CUDA-core kernel)
-  int32_t decode_items = 0;    // decode work items (one per split partition)
-  int32_t prefill_tiles = 0;   // prefill tiles (tensor-core path; 0 on the generic path)
-  int32_t split_tokens = 0;    // decode tokens whose context was split and merged
+  int64_t calls = 0;          // Attention calls queued since the backend was created
+  bool tensor_core = false;   // tensor-core kernels (false: the CUDA-core kernel)
+  int32_t decode_items = 0;   // decode work items (one per split partition)
+  int32_t prefill_tiles = 0;  // prefill tiles (tensor-core path; 0 on the generic path)
+  int32_t split_tokens = 0;   // decode tokens whose context was split and merged
 };
 // The trace of `backend`; InvalidArgument when it is not a CUDA backend.
 absl::StatusOr<CudaAttentionTrace> CudaLastAttention(const Backend* backend);

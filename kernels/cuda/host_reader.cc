@@ -48,14 +48,13 @@ absl::Status HostReader::EnsureStaging() {
   return absl::OkStatus();
 }
 
-absl::Status HostReader::QueueChunk(int slot, const void* src, size_t src_pitch,
-                                    size_t row_bytes, int64_t first, int64_t count,
-                                    cudaStream_t stream) {
+absl::Status HostReader::QueueChunk(int slot, const void* src, size_t src_pitch, size_t row_bytes,
+                                    int64_t first, int64_t count, cudaStream_t stream) {
   const char* from = static_cast<const char*>(src) + static_cast<size_t>(first) * src_pitch;
-  if (absl::Status st = CudaStatus(
-          cudaMemcpy2DAsync(staging_[slot], row_bytes, from, src_pitch, row_bytes,
-                            static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream),
-          "read");
+  if (absl::Status st =
+          CudaStatus(cudaMemcpy2DAsync(staging_[slot], row_bytes, from, src_pitch, row_bytes,
+                                       static_cast<size_t>(count), cudaMemcpyDeviceToHost, stream),
+                     "read");
       !st.ok()) {
     return st;
   }
@@ -67,10 +66,10 @@ absl::Status HostReader::Read(void* dst, const void* src, size_t src_pitch, size
   if (rows <= 0 || row_bytes == 0) return CudaStatus(cudaStreamSynchronize(stream), "read sync");
   if (IsPinnedHost(dst)) {
     ++direct_reads_;
-    if (absl::Status st = CudaStatus(
-            cudaMemcpy2DAsync(dst, row_bytes, src, src_pitch, row_bytes, static_cast<size_t>(rows),
-                              cudaMemcpyDeviceToHost, stream),
-            "read");
+    if (absl::Status st =
+            CudaStatus(cudaMemcpy2DAsync(dst, row_bytes, src, src_pitch, row_bytes,
+                                         static_cast<size_t>(rows), cudaMemcpyDeviceToHost, stream),
+                       "read");
         !st.ok()) {
       return st;
     }
@@ -85,9 +84,9 @@ absl::Status HostReader::Read(void* dst, const void* src, size_t src_pitch, size
       for (size_t part = 0; part < parts; ++part) {
         const size_t at = part * kChunkBytes;
         const size_t len = std::min(kChunkBytes, row_bytes - at);
-        absl::Status st = Read(static_cast<char*>(dst) + r * row_bytes + at,
-                               static_cast<const char*>(src) + r * src_pitch + at, len, len, 1,
-                               stream);
+        absl::Status st =
+            Read(static_cast<char*>(dst) + r * row_bytes + at,
+                 static_cast<const char*>(src) + r * src_pitch + at, len, len, 1, stream);
         if (!st.ok()) return st;
       }
     }
@@ -97,9 +96,8 @@ absl::Status HostReader::Read(void* dst, const void* src, size_t src_pitch, size
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   auto count_of = [&](int64_t c) { return std::min(chunk_rows, rows - c * chunk_rows); };
   for (int64_t c = 0; c < std::min<int64_t>(chunks, 2); ++c) {
-    absl::Status st =
-        QueueChunk(static_cast<int>(c), src, src_pitch, row_bytes, c * chunk_rows, count_of(c),
-                   stream);
+    absl::Status st = QueueChunk(static_cast<int>(c), src, src_pitch, row_bytes, c * chunk_rows,
+                                 count_of(c), stream);
     if (!st.ok()) return st;
   }
   for (int64_t c = 0; c < chunks; ++c) {
