@@ -208,6 +208,29 @@ TEST_P(CudaRandomModelTest, GreedyBf16TracksCpuWithinTolerance) {
   EXPECT_LE(flips, kSteps / 8);
 }
 
+// The premise of the comparisons above, checked on the CPU alone (runs without a device):
+// both models load in f32 and bf16 and their greedy continuations vary, so equal token
+// sequences on CUDA mean something.
+TEST(RandomModelPremiseTest, CpuGreedyContinuationsVary) {
+  for (int32_t head_dim : {64, 128}) {
+    for (gguf::TensorType type : {gguf::TensorType::kF32, gguf::TensorType::kBF16}) {
+      std::unique_ptr<gguf::GgufFile> file = MakeFile(head_dim, type);
+      ASSERT_NE(file, nullptr);
+      Loaded cpu = Load(*file, false, kernels::DType::kF32);
+      ASSERT_NE(cpu.model, nullptr);
+      EXPECT_EQ(cpu.model->config().head_dim, head_dim);
+      Decoder decoder(cpu.model.get(), 45 + kSteps);
+      std::vector<int32_t> tokens = {Argmax(decoder.Feed(Prompt(45, 512, 3)))};
+      for (int32_t step = 1; step < kSteps; ++step) {
+        tokens.push_back(Argmax(decoder.Feed({tokens.back()})));
+      }
+      std::sort(tokens.begin(), tokens.end());
+      const auto distinct = std::unique(tokens.begin(), tokens.end()) - tokens.begin();
+      EXPECT_GE(distinct, 4) << "head_dim " << head_dim;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaRandomModelTest, ::testing::Values(64, 128),
                          [](const ::testing::TestParamInfo<int32_t>& info) {
                            return "head_dim" + std::to_string(info.param);
