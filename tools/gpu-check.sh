@@ -39,7 +39,8 @@ find_library() {
   local found
   found=$(timeout 60 find /usr /opt -name "$lib" -print -quit 2>/dev/null)
   if [ -n "$found" ]; then
-    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found")
+    LD_LIBRARY_PATH=$LD_LIBRARY_PATH:${found%/*}
+    export LD_LIBRARY_PATH
     return 0
   fi
   echo "$lib not found on this machine"
@@ -102,7 +103,12 @@ main() {
   [ -f "$ARCHIVE" ] || { echo "no archive at $ARCHIVE: run tools/gpu-bundle.sh first"; return 1; }
   rm -rf "$B"
   mkdir -p "$WORK"
-  xz -dc "$ARCHIVE" | tar -C "$WORK" -xf - || { echo "cannot unpack $ARCHIVE"; return 1; }
+  if command -v xz >/dev/null; then
+    xz -dc "$ARCHIVE" | tar -C "$WORK" -xf - || { echo "cannot unpack $ARCHIVE"; return 1; }
+  else  # no xz there: Python's lzma reads the same archive
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+      "$ARCHIVE" "$WORK" || { echo "cannot unpack $ARCHIVE (no xz, python3 failed)"; return 1; }
+  fi
   export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   local missing=0
   find_library libcublas.so.13 || missing=1
