@@ -6,8 +6,8 @@
 # on an H200; every step has a time limit so the whole run stays under 9.
 #
 # Usage: tools/gpu-check.sh [ARCHIVE]     (default gpu-bundle/pagoda-gpu-bundle.tar.xz)
-# Env:   OUT   where gpu-check.log, paged_attention.json and decode.json go
-#              (default /tmp/pagoda-gpu-check/out)
+# Env:   OUT   where gpu-check.log, paged_attention.json and decode.json go, and the whole
+#              log of a failing test binary (default /tmp/pagoda-gpu-check/out)
 #        WORK  where the archive is unpacked (default /tmp/pagoda-gpu-check)
 # Exit status: 0 all passed; 1 a step failed; 3 no GPU here (tests ran and skipped, nothing
 # measured).
@@ -67,7 +67,8 @@ run_tests() {
     echo "$t: exit $rc, $skipped skipped"
     if [ $rc -ne 0 ]; then
       status=1
-      echo "---- $t failures:"
+      cp "$WORK/$t.log" "$OUT/$t.log"  # the whole log comes back too
+      echo "---- $t failures (whole log: \$OUT/$t.log):"
       grep -E -B2 -A12 'Failure|FAILED|Skipped|Timeout' "$WORK/$t.log" | head -200
     elif [ "$HAVE_GPU" = 1 ] && [ "$skipped" -gt 0 ]; then
       status=1
@@ -125,6 +126,7 @@ main() {
   run_tests || status=1
 
   if [ "$HAVE_GPU" != 1 ]; then
+    [ $status -eq 0 ] || { step "done: FAILURES above (and no GPU)"; return 1; }
     step "done: NO GPU (tests skipped; benchmarks not run)"
     return 3
   fi
