@@ -8,7 +8,8 @@
 // split-KV partition the plan picks ("-" = no split) and the same run with splitting off.
 //
 // Usage: paged_attention_bench [--batches=1,16,64,128] [--contexts=512,2048,8192]
-//                              [--iters=50]
+//                              [--iters=50] [--json=PATH]
+// --json also writes the table (and the copy bandwidth) as JSON to PATH.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,6 +51,15 @@ struct Args {
   std::vector<int> batches = {1, 16, 64, 128};
   std::vector<int> contexts = {512, 2048, 8192};
   int iters = 50;
+  std::string json;  // where the table goes as JSON ("" = nowhere)
+};
+
+// One row of the table.
+struct Row {
+  int batch = 0;
+  int context = 0;
+  int32_t partition = 0;  // split-KV partition the plan picked, 0 = none
+  double us = 0, gbs = 0, nosplit_us = 0, nosplit_gbs = 0;
 };
 
 bool ParseList(const std::string& s, std::vector<int>* out) {
@@ -71,6 +81,10 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     if (key == "--batches" && ParseList(value, &a->batches)) continue;
     if (key == "--contexts" && ParseList(value, &a->contexts)) continue;
     if (key == "--iters" && absl::SimpleAtoi(value, &a->iters) && a->iters > 0) continue;
+    if (key == "--json" && !value.empty()) {
+      a->json = value;
+      continue;
+    }
     std::fprintf(stderr, "unknown or bad argument %s\n", arg.c_str());
     return false;
   }
@@ -204,6 +218,36 @@ Timing TimeAttention(const BatchInput& batch, cuda::PagedAttentionParams p, int 
   return {ms * 1e3 / iters, plan->partition_size};
 }
 
+// Writes the table to `path` as JSON; false (with a message) when the file cannot be written.
+bool WriteJson(const std::string& path, const cudaDeviceProp& prop, double copy_gbs,
+               const std::vector<Row>& rows) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::string name = prop.name;
+  std::replace(name.begin(), name.end(), '"', '\'');
+  std::fprintf(f,
+               "{\n  \"device\": \"%s\",\n  \"sms\": %d,\n  \"copy_gbs\": %.1f,\n"
+               "  \"shape\": {\"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
+               "\"dtype\": \"bf16\", \"block_size\": %d},\n  \"rows\": [",
+               name.c_str(), prop.multiProcessorCount, copy_gbs, kHeads, kKvHeads, kHeadDim,
+               kBlockSize);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::fprintf(f,
+                 "%s\n    {\"batch\": %d, \"context\": %d, \"split\": %d, \"time_us\": %.2f, "
+                 "\"gbs\": %.1f, \"pct_copy\": %.1f, \"nosplit_us\": %.2f, "
+                 "\"nosplit_gbs\": %.1f, \"nosplit_pct_copy\": %.1f}",
+                 i == 0 ? "" : ",", r.batch, r.context, r.partition, r.us, r.gbs,
+                 100 * r.gbs / copy_gbs, r.nosplit_us, r.nosplit_gbs,
+                 100 * r.nosplit_gbs / copy_gbs);
+  }
+  std::fprintf(f, "\n  ]\n}\n");
+  return std::fclose(f) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,6 +270,7 @@ int main(int argc, char** argv) {
   std::printf("%6s %8s %7s %10s %8s %7s | %10s %8s %7s\n", "batch", "context", "split", "time_us",
               "GB/s", "%copy", "nosplit_us", "GB/s", "%copy");
   std::mt19937 rng(42);
+  std::vector<Row> rows;
   for (int context : args.contexts) {
     for (int batch : args.batches) {
       const int per_seq = (context + kBlockSize - 1) / kBlockSize;
@@ -269,11 +314,13 @@ int main(int argc, char** argv) {
                   split.c_str(), auto_split.us, gbs, 100 * gbs / copy_gbs, no_split.us, gbs0,
                   100 * gbs0 / copy_gbs);
       std::fflush(stdout);
+      rows.push_back({batch, context, auto_split.partition, auto_split.us, gbs, no_split.us, gbs0});
       for (void* ptr : {k, v, q, out, static_cast<void*>(tables), static_cast<void*>(positions)}) {
         cudaFree(ptr);
       }
     }
   }
   std::printf("target: >= 80%% of copy bandwidth at batch 64, context 2048\n");
+  if (!args.json.empty() && !WriteJson(args.json, prop, copy_gbs, rows)) return 1;
   return 0;
 }

@@ -80,6 +80,37 @@ BatchInput MakeBatch(const Case& c, int32_t num_blocks, std::mt19937& rng) {
   return b;
 }
 
+// True when `c` is meant for the tensor-core kernels: 16-bit, head_dim 64 or 128, a group
+// of at most 64 query heads per KV head, not forced onto the CUDA-core kernel.
+bool MeantForTensorCores(const Case& c) {
+  return c.dtype != DType::kF32 && (c.head_dim == 64 || c.head_dim == 128) && c.group <= 64 &&
+         !c.options.generic_attention;
+}
+
+// Prefill tiles the tensor-core path needs for `c`: each prefill chunk (2+ tokens) in
+// tiles of 64 / group consecutive tokens.
+int32_t ExpectedTiles(const Case& c) {
+  const int32_t per_tile = std::max(1, 64 / c.group);
+  int32_t tiles = 0;
+  for (const Seq& s : c.seqs) {
+    if (s.q_len >= 2) tiles += (s.q_len + per_tile - 1) / per_tile;
+  }
+  return tiles;
+}
+
+// Expects the last Attention of `cuda` to have run the kernels `c` is meant for (the test
+// hook CudaLastAttention): a silent fallback to the CUDA-core kernel fails here.
+void ExpectPathRan(const Case& c, const Backend& cuda) {
+  absl::StatusOr<CudaAttentionTrace> trace = CudaLastAttention(&cuda);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_GE(trace->calls, 1);
+  EXPECT_EQ(trace->tensor_core, MeantForTensorCores(c)) << "attention path";
+  int32_t decode = 0;
+  for (const Seq& s : c.seqs) decode += s.q_len == 1 ? 1 : 0;
+  EXPECT_GE(trace->decode_items, decode);
+  EXPECT_EQ(trace->prefill_tiles, trace->tensor_core ? ExpectedTiles(c) : 0);
+}
+
 // Runs attention of case `c` on both backends (layer 1 of a 2-layer cache filled with random
 // values) and compares every output element.
 void RunCase(const Case& c, uint32_t seed) {
@@ -123,6 +154,8 @@ void RunCase(const Case& c, uint32_t seed) {
   ASSERT_TRUE(st.ok()) << st;
   ExpectAllClose(Read(*b.cuda, out.cuda), Read(*b.cpu, out.cpu), testing::Tolerance(c.dtype),
                  "attention");
+  testing::ExpectPoisonOutsideView(*b.cuda, out, "attention");
+  ExpectPathRan(c, *b.cuda);
 }
 
 // Decode contexts around block boundaries plus prefill chunks, one batch.
@@ -261,6 +294,97 @@ TEST(CudaAttentionTest, UnsupportedShapesAreReported) {
   ASSERT_TRUE(q64.ok());
   be.Attention(q64->view, {mem->data(), odd}, 0, {1, 1, 64, 1.f}, q64->view);
   EXPECT_EQ(be.Synchronize().code(), absl::StatusCode::kUnimplemented);
+}
+
+// True when some valid row of a tensor-core prefill tile of `s` (group `group`) sees a
+// 32-key K/V tile with every key masked while its warp still attends to that tile: the
+// warp's 16 rows (token = row / group) straddle a multiple of 32 positions.
+bool HasFullyMaskedValidRow(const Seq& s, int32_t group) {
+  const int32_t per_tile = std::max(1, 64 / group);
+  const int32_t first_pos = s.context - s.q_len;
+  for (int32_t t0 = 0; t0 < s.q_len; t0 += per_tile) {
+    const int32_t n = std::min(per_tile, s.q_len - t0);
+    for (int32_t warp = 0; warp < 4; ++warp) {
+      int32_t lo = -1, hi = -1;
+      for (int32_t row = 16 * warp; row < 16 * warp + 16; ++row) {
+        if (row / group >= n) continue;
+        const int32_t pos = first_pos + t0 + row / group;
+        if (lo < 0) lo = pos;
+        hi = pos;
+      }
+      if (lo >= 0 && hi / 32 > lo / 32) return true;
+    }
+  }
+  return false;
+}
+
+// Prefill chunks whose tiles hold valid rows that are fully masked in one of the K/V
+// tiles their warp attends to (positions straddling a multiple of 32 inside a warp): the
+// online softmax must skip such a tile for that row without NaN or a wrong rescale.
+TEST(CudaAttentionTest, FullyMaskedValidRowsInsidePrefillTiles) {
+  const std::vector<Seq> seqs = {{52, 32}, {75, 45}, {100, 7}, {33, 3}};
+  for (int32_t group : {1, 2, 3, 4, 8}) {
+    bool covered = false;
+    for (const Seq& s : seqs) covered = covered || HasFullyMaskedValidRow(s, group);
+    ASSERT_TRUE(covered) << "the case no longer masks a whole tile for group " << group;
+  }
+  PAGODA_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 600;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int32_t head_dim : {64, 128}) {
+      for (int32_t group : {1, 2, 3, 4, 8}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = head_dim;
+        c.group = group;
+        c.seqs = seqs;
+        RunCase(c, seed++);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// GQA groups that do not divide the 64-row prefill tile leave padding rows in every tile
+// (3: 63 valid rows, 6: 60, 7: 63, 12: 60); prefill chunks, chunks after a cached prefix
+// and decode tokens side by side, on both paths.
+TEST(CudaAttentionTest, PrefillGroupsThatDoNotDivideTheTile) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 700;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int32_t head_dim : {64, 128}) {
+      for (int32_t group : {3, 6, 7, 12}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = head_dim;
+        c.group = group;
+        c.seqs = {{37, 37}, {90, 29}, {300, 1}, {69, 5}, {17, 1}, {130, 66}};
+        RunCase(c, seed++);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// The tensor-core kernels run for every shape meant for them (decode and prefill in one
+// batch), the CUDA-core kernel for the rest; checked through CudaLastAttention.
+TEST(CudaAttentionTest, TensorCorePathRunsForTheShapesMeantForIt) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 800;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (int32_t head_dim : {64, 128, 96, 8}) {
+      for (bool generic : {false, true}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = head_dim;
+        c.group = 4;
+        c.seqs = {{40, 40}, {200, 1}, {70, 3}};
+        c.options.generic_attention = generic;
+        RunCase(c, seed++);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
 }
 
 // ---- The plan builder: host code, runs without a device. ----

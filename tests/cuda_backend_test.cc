@@ -4,6 +4,8 @@
 // (cuda_attention_test.cc). Tests that need a device skip without one.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -58,6 +60,7 @@ class CudaOpsTest : public ::testing::TestWithParam<DType> {
     ExpectAllClose(Read(*b_.cuda, out.cuda), Read(*b_.cpu, out.cpu),
                    Tolerance(GetParam()) * tol_scale,
                    absl::StrCat(what, " (", std::string(DTypeName(GetParam())), ")"));
+    testing::ExpectPoisonOutsideView(*b_.cuda, out, what);
   }
   DType dtype() const { return GetParam(); }
 
@@ -299,6 +302,35 @@ TEST_P(CudaOpsTest, ArgmaxAndSoftmaxRows) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+// ReadF32 (how logits reach the host) never DMAs into pageable memory: pageable
+// destinations go through the pinned staging chunks (several chunks, and rows longer than
+// a chunk, here), pinned ones get a direct copy; strided views and every dtype.
+TEST_P(CudaOpsTest, ReadF32ReachesTheHostThroughPinnedMemory) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape s : {Shape{3, 40}, Shape{300, 5000}, Shape{2, 1200000}}) {
+    SCOPED_TRACE(absl::StrCat(s.rows, " x ", s.cols));
+    TwinTensor x = MakeTwin(b_, RandomValues(s.rows * s.cols, rng_), s.rows, s.cols, 2, 1);
+    const absl::StatusOr<CudaReadCounts> before = CudaLastReads(b_.cuda.get());
+    ASSERT_TRUE(before.ok());
+    std::vector<float> pageable(static_cast<size_t>(s.rows * s.cols), -1.f);
+    ASSERT_TRUE(b_.cuda->ReadF32(x.cuda, pageable.data()).ok());
+    EXPECT_EQ(pageable, x.values);
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), pageable.size() * 4), cudaSuccess);
+    const absl::Status st = b_.cuda->ReadF32(x.cuda, pinned);
+    const std::vector<float> got(pinned, pinned + pageable.size());
+    cudaFreeHost(pinned);
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(got, x.values);
+    const absl::StatusOr<CudaReadCounts> after = CudaLastReads(b_.cuda.get());
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->direct - before->direct, 1);
+    EXPECT_GE(after->staged - before->staged, 1);
+  }
+}
 
 TEST(CudaBackendTest, ReportsErrorsAtSynchronize) {
   PAGODA_SKIP_WITHOUT_CUDA();

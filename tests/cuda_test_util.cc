@@ -1,5 +1,6 @@
 #include "tests/cuda_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,9 +82,39 @@ TwinTensor MakeOutput(const BackendPair& b, DType dtype, int64_t rows, int64_t c
   t.cuda_buffer = std::move(*cuda);
   EXPECT_TRUE(b.cpu->Zero(t.cpu_buffer.view.data, t.cpu_buffer.buffer.bytes()).ok());
   Poison(*b.cuda, t.cuda_buffer.view.data, t.cuda_buffer.buffer.bytes());
+  t.poisoned = true;
   t.cpu = t.cpu_buffer.view.Cols(offset * cols, cols);
   t.cuda = t.cuda_buffer.view.Cols(offset * cols, cols);
   return t;
+}
+
+void ExpectPoisonOutsideView(Backend& cuda, const TwinTensor& t, const std::string& what) {
+  if (!t.poisoned) return;
+  const Tensor& whole = t.cuda_buffer.view;
+  const size_t elem = kernels::DTypeSize(whole.dtype);
+  std::vector<uint8_t> bytes(t.cuda_buffer.buffer.bytes());
+  const absl::Status st = cuda.CopyToHost(bytes.data(), whole.data, bytes.size());
+  ASSERT_TRUE(st.ok()) << st;
+  const int64_t first =
+      (static_cast<const char*>(t.cuda.data) - static_cast<const char*>(whole.data)) /
+      static_cast<int64_t>(elem);
+  size_t bad = 0;
+  std::string examples;
+  for (int64_t r = 0; r < whole.rows; ++r) {
+    for (int64_t c = 0; c < whole.stride; ++c) {
+      const int64_t inside = r * whole.stride + c - first;
+      if (inside >= 0 && inside / t.cuda.stride < t.cuda.rows &&
+          inside % t.cuda.stride < t.cuda.cols) {
+        continue;
+      }
+      const uint8_t* e = bytes.data() + static_cast<size_t>(r * whole.stride + c) * elem;
+      if (std::any_of(e, e + elem, [](uint8_t b) { return b != 0xFF; })) {
+        if (++bad <= 5) absl::StrAppend(&examples, "\n  row ", r, " col ", c);
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements outside the view were written"
+                     << examples;
 }
 
 double Tolerance(DType dtype) {

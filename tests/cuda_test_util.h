@@ -40,6 +40,7 @@ struct TwinTensor {
   kernels::Tensor cpu;
   kernels::Tensor cuda;
   std::vector<float> values;  // the rounded values, [rows, cols]
+  bool poisoned = false;      // MakeOutput: the CUDA buffer was filled with 0xFF bytes
 };
 TwinTensor MakeTwin(const BackendPair& b, const std::vector<float>& values, int64_t rows,
                     int64_t cols, int width_factor = 1, int offset = 0);
@@ -51,6 +52,10 @@ TwinTensor MakeOutput(const BackendPair& b, kernels::DType dtype, int64_t rows, 
 
 // Fills `bytes` of CUDA memory at `dst` with 0xFF (NaN in every dtype).
 void Poison(kernels::Backend& cuda, void* dst, size_t bytes);
+
+// Expects every CUDA byte of `t.cuda_buffer` outside the view `t.cuda` to still hold the
+// 0xFF poison of MakeOutput (no stray writes beside the view); no-op unless t.poisoned.
+void ExpectPoisonOutsideView(kernels::Backend& cuda, const TwinTensor& t, const std::string& what);
 
 // Host fp32 copy of a tensor.
 std::vector<float> Read(kernels::Backend& backend, const kernels::Tensor& t);

@@ -120,6 +120,18 @@ absl::Status CudaSoftmaxRows(Backend* backend, const Tensor& logits, float tempe
   return cuda->SoftmaxRows(logits, temperature, probs);
 }
 
+absl::StatusOr<CudaAttentionTrace> CudaLastAttention(const Backend* backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(backend);
+  if (cuda == nullptr) return absl::InvalidArgumentError("CudaLastAttention: not a CUDA backend");
+  return cuda->last_attention();
+}
+
+absl::StatusOr<CudaReadCounts> CudaLastReads(const Backend* backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(backend);
+  if (cuda == nullptr) return absl::InvalidArgumentError("CudaLastReads: not a CUDA backend");
+  return cuda->read_counts();
+}
+
 namespace cuda {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
@@ -247,15 +259,15 @@ absl::StatusOr<OwnedTensor> CudaBackend::CreateWeight(const float* host, int64_t
 
 absl::Status CudaBackend::ReadF32(const Tensor& x, float* host) {
   const size_t row_bytes = static_cast<size_t>(x.cols) * 4;
-  if (x.rows > 0 && x.cols > 0) {
-    if (x.dtype == DType::kF32) {
-      Record(CudaStatus(
-          cudaMemcpy2DAsync(host, row_bytes, x.data, static_cast<size_t>(x.stride) * 4, row_bytes,
-                            static_cast<size_t>(x.rows), cudaMemcpyDeviceToHost, stream_),
-          "read"));
-    } else if (absl::Status st = convert_.Reserve(row_bytes * x.rows, stream_); !st.ok()) {
-      Record(st);
-    } else {
+  if (x.rows > 0 && x.cols > 0 && status_.ok()) {
+    const void* src = x.data;
+    size_t pitch = static_cast<size_t>(x.stride) * 4;
+    if (x.dtype != DType::kF32) {
+      // Converted to contiguous fp32 on the device first.
+      if (absl::Status st = convert_.Reserve(row_bytes * x.rows, stream_); !st.ok()) {
+        Record(st);
+        return SyncAndTakeStatus();
+      }
       GatherRowsParams p;
       p.in = x.data;
       p.in_dtype = x.dtype;
@@ -266,10 +278,11 @@ absl::Status CudaBackend::ReadF32(const Tensor& x, float* host) {
       p.rows = x.rows;
       p.cols = x.cols;
       RecordLaunch(LaunchGatherRows(p, stream_), "read conversion");
-      Record(CudaStatus(cudaMemcpyAsync(host, convert_.data(), row_bytes * x.rows,
-                                        cudaMemcpyDeviceToHost, stream_),
-                        "read"));
+      src = convert_.data();
+      pitch = row_bytes;
     }
+    // Through pinned memory (host_reader.h): no pageable copy per step.
+    if (status_.ok()) Record(reader_.Read(host, src, pitch, row_bytes, x.rows, stream_));
   }
   return SyncAndTakeStatus();
 }

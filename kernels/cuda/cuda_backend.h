@@ -42,4 +42,23 @@ absl::Status CudaArgmaxRows(Backend* backend, const Tensor& logits, int32_t* hos
 absl::Status CudaSoftmaxRows(Backend* backend, const Tensor& logits, float temperature,
                              const Tensor& probs);
 
+// What the last successfully queued Attention of a CUDA backend ran (a test hook).
+struct CudaAttentionTrace {
+  int64_t calls = 0;          // Attention calls queued since the backend was created
+  bool tensor_core = false;   // tensor-core kernels (false: the CUDA-core kernel)
+  int32_t decode_items = 0;   // decode work items (one per split partition)
+  int32_t prefill_tiles = 0;  // prefill tiles (tensor-core path; 0 on the generic path)
+  int32_t split_tokens = 0;   // decode tokens whose context was split and merged
+};
+// The trace of `backend`; InvalidArgument when it is not a CUDA backend.
+absl::StatusOr<CudaAttentionTrace> CudaLastAttention(const Backend* backend);
+
+// How ReadF32 reached the host so far (a test hook): never by a DMA into pageable memory.
+struct CudaReadCounts {
+  int64_t direct = 0;  // one asynchronous copy straight into pinned host memory
+  int64_t staged = 0;  // through the pinned staging chunks into pageable host memory
+};
+// The counts of `backend`; InvalidArgument when it is not a CUDA backend.
+absl::StatusOr<CudaReadCounts> CudaLastReads(const Backend* backend);
+
 }  // namespace pagoda::kernels

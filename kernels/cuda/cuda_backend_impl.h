@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/host_reader.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -54,6 +55,10 @@ class CudaBackend final : public Backend {
   absl::Status SoftmaxRows(const Tensor& logits, float temperature, const Tensor& probs);
   // The plan the last Attention call used (for tests and benchmarks).
   const AttentionPlan& last_plan() const { return plan_; }
+  // What the last queued Attention ran (see CudaLastAttention).
+  const CudaAttentionTrace& last_attention() const { return trace_; }
+  // How ReadF32 copies reached the host (see CudaLastReads).
+  CudaReadCounts read_counts() const { return {reader_.direct_reads(), reader_.staged_reads()}; }
 
  private:
   // Device copies of the prepared batch's arrays.
@@ -108,8 +113,10 @@ class CudaBackend final : public Backend {
   const SplitToken* dev_splits_ = nullptr;
   UploadBuffer plan_upload_;
   ScratchBuffer partials_;  // split-KV partial rows
+  CudaAttentionTrace trace_;
 
   ScratchBuffer convert_;  // fp32 staging of CreateWeight and ReadF32
+  HostReader reader_;      // pinned device-to-host path of ReadF32
   ScratchBuffer ids_;      // argmax results
 };
 

@@ -245,7 +245,9 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   shape.block_size = cs.block_size;
   shape.num_heads = params.num_heads;
   shape.num_kv_heads = params.num_kv_heads;
-  shape.aligned = Aligned(q.data, 4) && q.stride % 2 == 0 && Aligned(cache.data, 16);
+  // 16-bit pairs are read from q and written to out; cache rows are copied 16 bytes at a time.
+  shape.aligned = Aligned(q.data, 4) && q.stride % 2 == 0 && Aligned(out.data, 4) &&
+                  out.stride % 2 == 0 && Aligned(cache.data, 16);
   shape.force_generic = options_.generic_attention;
   absl::StatusOr<AttentionPath> path = ChooseAttentionPath(shape);
   if (!path.ok()) return Record(path.status());
@@ -278,7 +280,14 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   p.log2_block_size = Log2(cs.block_size);
   p.max_blocks_per_seq = batch_.max_blocks_per_seq;
   p.scale_log2 = params.scale * kLog2e;
-  RecordLaunch(LaunchPagedAttention(p, stream_), "Attention");
+  const cudaError_t err = LaunchPagedAttention(p, stream_);
+  RecordLaunch(err, "Attention");
+  if (err != cudaSuccess) return;
+  ++trace_.calls;
+  trace_.tensor_core = *path == AttentionPath::kTensorCore;
+  trace_.decode_items = trace_.tensor_core ? p.num_items : plan_.num_decode_items;
+  trace_.prefill_tiles = p.num_tiles;
+  trace_.split_tokens = p.num_splits;
 }
 
 void CudaBackend::GatherLogitRows(const Tensor& x, const Tensor& out) {
