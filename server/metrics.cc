@@ -92,6 +92,8 @@ TenantMetrics::TenantMetrics()
       request_queue_time({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
                           10.0, 20.0, 30.0, 60.0, 120.0}) {}
 
+ServerMetrics::ServerMetrics(int32_t block_size) : block_size_(block_size) { ForTenant(""); }
+
 TenantMetrics& ServerMetrics::ForTenant(absl::string_view tenant) {
   const absl::string_view label = TenantLabel(tenant);
   MutexLock lock(&mu_);

@@ -55,11 +55,13 @@ struct TenantMetrics {
 
 struct ServerMetrics {
  public:
-  // `block_size`: KV block size in tokens, reported in pagoda:cache_config_info.
-  explicit ServerMetrics(int32_t block_size = 0) : block_size_(block_size) {}
+  // `block_size`: KV block size in tokens, reported in pagoda:cache_config_info. The
+  // anonymous tenant's series exist from the start (at 0), so counters never appear mid-way.
+  explicit ServerMetrics(int32_t block_size = 0);
 
-  // The metrics of engine tenant `tenant` ("" = anonymous), created on first use. The
-  // reference stays valid as long as this object.
+  // The metrics of engine tenant `tenant` ("" = anonymous), created (at 0) on first use;
+  // call it when tenants are configured so their series start at 0. The reference stays
+  // valid as long as this object.
   TenantMetrics& ForTenant(absl::string_view tenant);
   // The whole exposition, engine gauges (and per-tenant engine gauges) included.
   std::string Render(const engine::EngineStats& stats) const;

@@ -107,6 +107,17 @@ TEST(MetricsExpositionTest, EngineGaugesAreUnlabeledAndTenantGaugesLabeled) {
                                       "pagoda:tenant_served_tokens_total{tenant=\"team-a\"} 900"}));
 }
 
+TEST(MetricsExpositionTest, AnonymousSeriesStartAtZero) {
+  ServerMetrics metrics;
+  const std::string text = metrics.Render(engine::EngineStats());
+  EXPECT_EQ(Samples(text, "pagoda:generation_tokens_total"),
+            (std::vector<std::string>{"pagoda:generation_tokens_total{tenant=\"anonymous\"} 0"}));
+  EXPECT_EQ(Samples(text, "pagoda:request_success_total"), std::vector<std::string>{});
+  EXPECT_EQ(Samples(text, "pagoda:e2e_request_latency_seconds_count"),
+            (std::vector<std::string>{
+                "pagoda:e2e_request_latency_seconds_count{tenant=\"anonymous\"} 0"}));
+}
+
 TEST(MetricsExpositionTest, RequestFamiliesCarryTheTenantLabel) {
   ServerMetrics metrics(16);
   TenantMetrics& anonymous = metrics.ForTenant("");
@@ -173,7 +184,8 @@ TEST(MetricsExpositionTest, LabelValuesAreEscaped) {
   ServerMetrics metrics;
   metrics.ForTenant("x\"y").prompt_tokens += 1;
   EXPECT_EQ(Samples(metrics.Render(engine::EngineStats()), "pagoda:prompt_tokens_total"),
-            (std::vector<std::string>{"pagoda:prompt_tokens_total{tenant=\"x\\\"y\"} 1"}));
+            (std::vector<std::string>{"pagoda:prompt_tokens_total{tenant=\"anonymous\"} 0",
+                                      "pagoda:prompt_tokens_total{tenant=\"x\\\"y\"} 1"}));
 }
 
 TEST(MetricsExpositionTest, SampleValues) {
