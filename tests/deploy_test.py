@@ -300,9 +300,10 @@ def check_dashboard(path, families, sample_names):
                 continue  # no sample yet (e.g. per-tenant engine gauges): labels unknown
             # Label matchers written right after the metric name.
             m = re.search(re.escape(name) + r"\{([^}]*)\}", expr)
-            used = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*[=!]~?", m.group(1))) if m else set()
-            check(used <= labels | TARGET_LABELS,
-                  f"dashboard {where}: {name} has no label(s) {sorted(used - labels - TARGET_LABELS)}")
+            matchers = m.group(1) if m else ""
+            unknown = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*[=!]~?", matchers))
+            unknown -= labels | TARGET_LABELS
+            check(not unknown, f"dashboard {where}: {name} has no label(s) {sorted(unknown)}")
     # The panels an operator looks at.
     for needed in ("tokens/s", "Time to first token", "Time per output token", "Waiting",
                    "Running", "KV-cache", "Preemptions", "Failures"):
