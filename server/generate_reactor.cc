@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "pagoda/internal/raw_generate_request.pb.h"
+#include "server/access_log.h"
 #include "server/request_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -36,8 +37,14 @@ void Merge(const v1::GenerateResponse& next, v1::GenerateResponse* into) {
 
 }  // namespace
 
-GenerateReactor::GenerateReactor(const StreamDeps& deps) : deps_(deps) {
+GenerateReactor::GenerateReactor(const StreamDeps& deps)
+    : deps_(deps), tenant_metrics_(&deps.metrics->ForTenant("")) {
   deps_.active_streams->fetch_add(1);
+}
+
+void GenerateReactor::SetTenant(const std::string& tenant) {
+  tenant_ = tenant;
+  tenant_metrics_ = &deps_.metrics->ForTenant(tenant);
 }
 
 GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const StreamDeps& deps) {
@@ -51,11 +58,11 @@ GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const S
 }
 
 void GenerateReactor::Reject(const absl::Status& status) {
-  deps_.metrics->request_failure.Inc(absl::StatusCodeToString(status.code()));
-  spdlog::info("request rejected: {} ({})", std::string(status.message()),
-               absl::StatusCodeToString(status.code()));
+  tenant_metrics_->request_failure.Inc(absl::StatusCodeToString(status.code()));
   {
     MutexLock lock(&mu_);
+    final_status_ = ToGrpcStatus(status);
+    end_time_ = absl::Now();
     finished_ = true;
   }
   Finish(ToGrpcStatus(status));
@@ -73,19 +80,25 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     Reject(absl::InvalidArgumentError("request: not a valid GenerateRequest message"));
     return;
   }
+  {
+    MutexLock lock(&mu_);
+    request_id_ = raw.request_id();  // for the access log of a rejection; the engine's wins
+  }
   absl::StatusOr<engine::GenerationRequest> converted = ToEngineRequest(raw);
   if (!converted.ok()) {
     Reject(converted.status());
     return;
   }
+  SetTenant(converted->tenant);
   absl::StatusOr<engine::SubmitResult> submitted =
       deps_.engine->Submit(*std::move(converted), std::make_shared<ReactorSink>(self_));
   if (!submitted.ok()) {
     Reject(submitted.status());
     return;
   }
-  deps_.metrics->prompt_tokens.fetch_add(submitted->prompt_tokens);
-  spdlog::debug("[{}] accepted: {} prompt tokens", submitted->request_id, submitted->prompt_tokens);
+  tenant_metrics_->prompt_tokens.fetch_add(submitted->prompt_tokens);
+  spdlog::debug("[{}] accepted: {} prompt tokens", QuoteLogValue(submitted->request_id),
+                submitted->prompt_tokens);
   v1::GenerateResponse first;
   first.set_request_id(submitted->request_id);
   first.mutable_usage()->set_prompt_tokens(submitted->prompt_tokens);
@@ -94,6 +107,7 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
   {
     MutexLock lock(&mu_);
     request_id_ = submitted->request_id;
+    prompt_tokens_ = submitted->prompt_tokens;
     handle_ = submitted->handle;
     submitted_ = true;
     // Outputs the engine delivered before this point are queued already: the first
@@ -118,10 +132,11 @@ void GenerateReactor::Enqueue(v1::GenerateResponse response, bool mergeable) {
 }
 
 void GenerateReactor::RecordDelivery(const engine::GenerationOutput& output) {
-  ServerMetrics& m = *deps_.metrics;
+  TenantMetrics& m = *tenant_metrics_;
   const size_t n = output.token_ids.size();
   if (n > 0) {
     const absl::Time now = absl::Now();
+    completion_tokens_ += static_cast<int32_t>(n);
     m.generation_tokens.fetch_add(static_cast<int64_t>(n));
     if (last_token_time_ != absl::InfinitePast()) {
       const double gap = absl::ToDoubleSeconds(now - last_token_time_) / static_cast<double>(n);
@@ -130,12 +145,15 @@ void GenerateReactor::RecordDelivery(const engine::GenerationOutput& output) {
     last_token_time_ = now;
   }
   if (!output.finished()) return;
+  final_usage_ = output.usage;
+  finish_reason_ = output.finish_reason;
+  end_time_ = absl::Now();
   if (output.finish_reason == engine::FinishReason::kError) {
     m.request_failure.Inc(absl::StatusCodeToString(output.error.code()));
     return;
   }
   m.request_success.Inc(engine::FinishReasonName(output.finish_reason));
-  m.e2e_request_latency.Observe(absl::ToDoubleSeconds(absl::Now() - start_time_));
+  m.e2e_request_latency.Observe(absl::ToDoubleSeconds(end_time_ - start_time_));
   m.request_queue_time.Observe(absl::ToDoubleSeconds(output.usage.queue_time));
   if (output.usage.completion_tokens > 0) {
     m.time_to_first_token.Observe(absl::ToDoubleSeconds(output.usage.time_to_first_token));
@@ -150,7 +168,8 @@ void GenerateReactor::Deliver(engine::GenerationOutput output) {
     if (finished_ || finish_pending_) return;  // cancelled: nobody is listening
     RecordDelivery(output);
     if (output.finish_reason == engine::FinishReason::kError) {
-      spdlog::warn("[{}] failed: {}", request_id_, std::string(output.error.message()));
+      spdlog::warn("[{}] failed: {}", QuoteLogValue(request_id_),
+                   QuoteLogValue(output.error.message()));
       final_status_ = ToGrpcStatus(output.error);
       finish_pending_ = true;
     } else {
@@ -158,7 +177,7 @@ void GenerateReactor::Deliver(engine::GenerationOutput output) {
       ToResponse(output, &response);
       Enqueue(std::move(response), true);
       if (output.finished()) {
-        spdlog::debug("[{}] finished: {}, {} tokens", request_id_,
+        spdlog::debug("[{}] finished: {}, {} tokens", QuoteLogValue(request_id_),
                       engine::FinishReasonName(output.finish_reason),
                       output.usage.completion_tokens);
         final_status_ = grpc::Status::OK;
@@ -237,14 +256,39 @@ bool GenerateReactor::ClientGoneLocked(const char* why) {
     finish_pending_ = true;
   }
   if (engine_done_) return false;
-  deps_.metrics->requests_cancelled.fetch_add(1);
-  spdlog::info("[{}] {}", request_id_, why);
+  tenant_metrics_->requests_cancelled.fetch_add(1);
+  spdlog::debug("[{}] {}", QuoteLogValue(request_id_), why);
   return submitted_;  // otherwise Begin() aborts once the submission returns
+}
+
+void GenerateReactor::LogAccessLocked() {
+  // grpc::StatusCode and absl::StatusCode share their values.
+  const std::string status =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(final_status_.error_code()));
+  const std::string error = final_status_.error_message();  // returned by value
+  AccessLogEntry e{
+      .tenant = tenant_,
+      .request_id = request_id_,
+      .status = status,
+      .finish_reason = engine::FinishReasonName(finish_reason_),
+      .error = error,
+      .prompt_tokens = prompt_tokens_,
+      .completion_tokens = completion_tokens_,
+      .e2e = (end_time_ == absl::InfinitePast() ? absl::Now() : end_time_) - start_time_};
+  if (final_usage_.has_value()) {
+    e.cached_tokens = final_usage_->cached_tokens;
+    e.queue_time = final_usage_->queue_time;
+    if (final_usage_->completion_tokens > 0) {
+      e.time_to_first_token = final_usage_->time_to_first_token;
+    }
+  }
+  spdlog::info("{}", FormatAccessLog(e));
 }
 
 void GenerateReactor::OnDone() {
   std::shared_ptr<GenerateReactor> keep;  // may be the last reference: released last
   MutexLock lock(&mu_);
+  LogAccessLocked();
   deps_.active_streams->fetch_sub(1);
   keep = std::move(self_);
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -47,6 +48,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void Begin(const grpc::ByteBuffer* request);
   // Finishes the stream with `status` before it was accepted by the engine.
   void Reject(const absl::Status& status);
+  // Names the request's tenant (engine name, "" = anonymous) for metrics and the access
+  // log. Call before the request reaches the engine.
+  void SetTenant(const std::string& tenant);
+  // Writes the request's access-log line (docs/API.md).
+  void LogAccessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the next gRPC operation; sets the state it implies.
   Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
@@ -59,6 +65,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   StreamDeps deps_;
   std::shared_ptr<GenerateReactor> self_ ABSL_GUARDED_BY(mu_);  // released in OnDone
   const absl::Time start_time_ = absl::Now();
+  // Set before the engine sees the request, read after: no lock needed.
+  std::string tenant_;
+  TenantMetrics* tenant_metrics_;
 
   Mutex mu_;
   std::string request_id_ ABSL_GUARDED_BY(mu_);
@@ -74,6 +83,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   absl::Time last_token_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // For the access log.
+  int32_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t completion_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<engine::Usage> final_usage_ ABSL_GUARDED_BY(mu_);  // from the last output
+  engine::FinishReason finish_reason_ ABSL_GUARDED_BY(mu_) = engine::FinishReason::kNone;
+  absl::Time end_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // last output or reject
 };
 
 }  // namespace pagoda::server

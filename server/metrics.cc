@@ -1,49 +1,65 @@
 #include "server/metrics.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "server/exposition.h"
 
 namespace pagoda::server {
 namespace {
 
-std::string Number(double v) { return absl::StrFormat("%.9g", v); }
+using TenantList = std::vector<std::pair<std::string, const TenantMetrics*>>;
 
-void AppendHeader(const std::string& name, const std::string& help, const char* type,
+void AppendScalar(absl::string_view name, absl::string_view help, absl::string_view type, double v,
                   std::string* out) {
-  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  AppendFamilyHeader(name, help, type, out);
+  AppendSample(name, "", v, out);
 }
 
-void AppendScalar(const std::string& name, const std::string& help, const char* type, double v,
-                  std::string* out) {
-  AppendHeader(name, help, type, out);
-  absl::StrAppend(out, name, " ", Number(v), "\n");
+// One engine gauge per tenant in `stats.tenants`.
+template <typename Field>
+void AppendTenantGauge(absl::string_view name, absl::string_view help, absl::string_view type,
+                       const engine::EngineStats& stats, Field field, std::string* out) {
+  AppendFamilyHeader(name, help, type, out);
+  for (const engine::TenantStats& t : stats.tenants) {
+    AppendSample(name, LabelPair("tenant", TenantLabel(t.name)), static_cast<double>(field(t)),
+                 out);
+  }
+}
+
+template <typename Field>
+void AppendTenantCounter(absl::string_view name, absl::string_view help, const TenantList& tenants,
+                         Field field, std::string* out) {
+  AppendFamilyHeader(name, help, "counter", out);
+  for (const auto& [label, m] : tenants) {
+    AppendSample(name, LabelPair("tenant", label), static_cast<double>(field(*m).load()), out);
+  }
+}
+
+template <typename Field>
+void AppendTenantHistogram(absl::string_view name, absl::string_view help,
+                           const TenantList& tenants, Field field, std::string* out) {
+  AppendFamilyHeader(name, help, "histogram", out);
+  for (const auto& [label, m] : tenants) {
+    field(*m).AppendSamples(name, LabelPair("tenant", label), out);
+  }
+}
+
+template <typename Field>
+void AppendTenantLabeledCounter(absl::string_view name, absl::string_view help,
+                                absl::string_view label, const TenantList& tenants, Field field,
+                                std::string* out) {
+  AppendFamilyHeader(name, help, "counter", out);
+  for (const auto& [tenant, m] : tenants) {
+    field(*m).AppendSamples(name, LabelPair("tenant", tenant), label, out);
+  }
 }
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::Observe(double value) {
-  size_t i = 0;
-  while (i < bounds_.size() && value > bounds_[i]) ++i;
-  MutexLock lock(&mu_);
-  ++counts_[i];
-  sum_ += value;
-  ++count_;
-}
-
-void Histogram::AppendText(const std::string& name, const std::string& help,
-                           std::string* out) const {
-  AppendHeader(name, help, "histogram", out);
-  MutexLock lock(&mu_);
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    absl::StrAppend(out, name, "_bucket{le=\"", Number(bounds_[i]), "\"} ", cumulative, "\n");
-  }
-  absl::StrAppend(out, name, "_bucket{le=\"+Inf\"} ", count_, "\n");
-  absl::StrAppend(out, name, "_sum ", Number(sum_), "\n", name, "_count ", count_, "\n");
+absl::string_view TenantLabel(absl::string_view name) {
+  return name.empty() ? absl::string_view(kAnonymousTenantLabel) : name;
 }
 
 void LabeledCounter::Inc(const std::string& value, int64_t n) {
@@ -57,16 +73,16 @@ int64_t LabeledCounter::Get(const std::string& value) const {
   return it == values_.end() ? 0 : it->second;
 }
 
-void LabeledCounter::AppendText(const std::string& name, const std::string& help,
-                                std::string* out) const {
-  AppendHeader(name, help, "counter", out);
+void LabeledCounter::AppendSamples(absl::string_view name, absl::string_view prefix_labels,
+                                   absl::string_view label, std::string* out) const {
   MutexLock lock(&mu_);
   for (const auto& [value, n] : values_) {
-    absl::StrAppend(out, name, "{", label_, "=\"", value, "\"} ", n, "\n");
+    AppendSample(name, JoinLabels(prefix_labels, LabelPair(label, value)), static_cast<double>(n),
+                 out);
   }
 }
 
-ServerMetrics::ServerMetrics()
+TenantMetrics::TenantMetrics()
     : time_to_first_token({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                            2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
       inter_token_latency({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
@@ -76,14 +92,70 @@ ServerMetrics::ServerMetrics()
       request_queue_time({0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
                           10.0, 20.0, 30.0, 60.0, 120.0}) {}
 
+ServerMetrics::ServerMetrics(int32_t block_size) : block_size_(block_size) { ForTenant(""); }
+
+TenantMetrics& ServerMetrics::ForTenant(absl::string_view tenant) {
+  const absl::string_view label = TenantLabel(tenant);
+  MutexLock lock(&mu_);
+  auto it = tenants_.find(std::string(label));
+  if (it == tenants_.end()) {
+    it = tenants_.emplace(std::string(label), std::make_unique<TenantMetrics>()).first;
+  }
+  return *it->second;
+}
+
+void ServerMetrics::AppendTenantFamilies(std::string* out) const {
+  TenantList tenants;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [label, m] : tenants_) tenants.emplace_back(label, m.get());
+  }
+  AppendTenantCounter(
+      "pagoda:prompt_tokens_total", "Prompt tokens of accepted requests.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.prompt_tokens; }, out);
+  AppendTenantCounter(
+      "pagoda:generation_tokens_total", "Tokens generated.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.generation_tokens; }, out);
+  AppendTenantCounter(
+      "pagoda:request_cancelled_total",
+      "Requests aborted because the client cancelled, disconnected or hit its deadline.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.requests_cancelled; }, out);
+  AppendTenantLabeledCounter(
+      "pagoda:request_success_total", "Requests finished, by finish reason.", "finished_reason",
+      tenants, [](const TenantMetrics& m) -> auto& { return m.request_success; }, out);
+  AppendTenantLabeledCounter(
+      "pagoda:request_failure_total", "Requests rejected or failed, by gRPC status code.", "code",
+      tenants, [](const TenantMetrics& m) -> auto& { return m.request_failure; }, out);
+  AppendTenantHistogram(
+      "pagoda:time_to_first_token_seconds", "Arrival to first generated token.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.time_to_first_token; }, out);
+  AppendTenantHistogram(
+      "pagoda:inter_token_latency_seconds", "Time between consecutive generated tokens.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.inter_token_latency; }, out);
+  AppendTenantHistogram(
+      "pagoda:e2e_request_latency_seconds", "Arrival to last token.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.e2e_request_latency; }, out);
+  AppendTenantHistogram(
+      "pagoda:request_queue_time_seconds", "Arrival to first scheduled step.", tenants,
+      [](const TenantMetrics& m) -> auto& { return m.request_queue_time; }, out);
+}
+
 std::string ServerMetrics::Render(const engine::EngineStats& s) const {
   std::string out;
+  // The Gateway API Inference Extension's model-server gauges (TotalQueuedRequests,
+  // TotalRunningRequests, KVCacheUtilization), with vLLM's semantics: see docs/API.md.
   AppendScalar("pagoda:num_requests_running", "Requests running in the engine.", "gauge",
                s.num_running, &out);
   AppendScalar("pagoda:num_requests_waiting", "Requests waiting to run (preempted included).",
                "gauge", s.num_waiting, &out);
   AppendScalar("pagoda:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).",
                "gauge", s.kv_usage, &out);
+  AppendFamilyHeader("pagoda:cache_config_info", "KV-cache configuration (value is always 1).",
+                     "gauge", &out);
+  AppendSample("pagoda:cache_config_info",
+               JoinLabels(LabelPair("block_size", absl::StrCat(block_size_)),
+                          LabelPair("num_gpu_blocks", absl::StrCat(s.num_blocks))),
+               1, &out);
   AppendScalar("pagoda:kv_cache_total_blocks", "KV-cache blocks in the pool.", "gauge",
                s.num_blocks, &out);
   AppendScalar("pagoda:kv_cache_free_blocks", "KV-cache blocks free.", "gauge", s.num_free_blocks,
@@ -92,25 +164,23 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
                "counter", static_cast<double>(s.num_preemptions), &out);
   AppendScalar("pagoda:engine_steps_total", "Engine steps run.", "counter",
                static_cast<double>(s.num_steps), &out);
-  AppendScalar("pagoda:prompt_tokens_total", "Prompt tokens of accepted requests.", "counter",
-               static_cast<double>(prompt_tokens.load()), &out);
-  AppendScalar("pagoda:generation_tokens_total", "Tokens generated.", "counter",
-               static_cast<double>(generation_tokens.load()), &out);
-  AppendScalar("pagoda:request_cancelled_total",
-               "Requests aborted because the client cancelled, disconnected or hit its deadline.",
-               "counter", static_cast<double>(requests_cancelled.load()), &out);
-  request_success.AppendText("pagoda:request_success_total", "Requests finished, by finish reason.",
-                             &out);
-  request_failure.AppendText("pagoda:request_failure_total",
-                             "Requests rejected or failed, by gRPC status code.", &out);
-  time_to_first_token.AppendText("pagoda:time_to_first_token_seconds",
-                                 "Arrival to first generated token.", &out);
-  inter_token_latency.AppendText("pagoda:inter_token_latency_seconds",
-                                 "Time between consecutive generated tokens.", &out);
-  e2e_request_latency.AppendText("pagoda:e2e_request_latency_seconds", "Arrival to last token.",
-                                 &out);
-  request_queue_time.AppendText("pagoda:request_queue_time_seconds",
-                                "Arrival to first scheduled step.", &out);
+  AppendScalar("pagoda:engine_requests_submitted_total",
+               "Requests the engine accepted (rejected requests never reach it).", "counter",
+               static_cast<double>(s.num_submitted), &out);
+  AppendTenantGauge(
+      "pagoda:tenant_num_requests_running", "Requests running, per tenant.", "gauge", s,
+      [](const engine::TenantStats& t) { return t.num_running; }, &out);
+  AppendTenantGauge(
+      "pagoda:tenant_num_requests_waiting", "Requests waiting, per tenant.", "gauge", s,
+      [](const engine::TenantStats& t) { return t.num_waiting; }, &out);
+  AppendTenantGauge(
+      "pagoda:tenant_kv_cache_blocks", "KV-cache blocks held, per tenant.", "gauge", s,
+      [](const engine::TenantStats& t) { return t.num_blocks_held; }, &out);
+  AppendTenantGauge(
+      "pagoda:tenant_served_tokens_total",
+      "Prompt and output tokens the engine computed, per tenant.", "counter", s,
+      [](const engine::TenantStats& t) { return t.served_tokens; }, &out);
+  AppendTenantFamilies(&out);
   return out;
 }
 

@@ -13,7 +13,9 @@
 namespace pagoda::server {
 
 Server::Server(const ServerOptions& options, engine::Engine* engine)
-    : options_(options), engine_(engine), metrics_(std::make_unique<ServerMetrics>()) {}
+    : options_(options),
+      engine_(engine),
+      metrics_(std::make_unique<ServerMetrics>(engine->config().block_size)) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       engine::Engine* engine) {

@@ -8,6 +8,7 @@
 
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -102,12 +103,20 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 double MetricValue(const std::string& exposition, const std::string& name) {
+  const bool family = name.find('{') == std::string::npos;
+  double sum = 0;
+  bool found = false;
   for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
     std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
     double v;
-    if (parts.size() == 2 && parts[0] == name && absl::SimpleAtod(parts[1], &v)) return v;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &v)) continue;
+    if (parts[0] == name) return v;
+    if (family && absl::StartsWith(parts[0], name + "{")) {
+      sum += v;
+      found = true;
+    }
   }
-  return -1;
+  return found ? sum : -1;
 }
 
 }  // namespace pagoda::testing

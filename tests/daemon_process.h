@@ -42,7 +42,9 @@ int WaitForExit(pid_t pid);
 
 // GET http://127.0.0.1:<port><path>; empty on failure.
 std::string HttpGet(int port, const std::string& path);
-// The value of the unlabeled Prometheus sample `name` in `exposition`, or -1.
+// The value of Prometheus sample `name` (labels included, in exposition order) in
+// `exposition`; a bare family name without its own sample gives the sum over all its label
+// sets (e.g. every tenant). -1 when there is no such sample.
 double MetricValue(const std::string& exposition, const std::string& name);
 
 }  // namespace pagoda::testing

@@ -3,7 +3,9 @@
 // control, metrics and health.
 #include "server/server.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -14,6 +16,8 @@
 #include "gtest/gtest.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/sinks/base_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
 #include "tests/test_util.h"
@@ -30,6 +34,24 @@ struct Streamed {
   std::string finish_reason;
   v1::Usage usage;
   int messages = 0;
+};
+
+// Keeps every message logged (payload only), for assertions on the access log.
+class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::string> Lines() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
 };
 
 class ServerTest : public ::testing::Test {
@@ -49,6 +71,32 @@ class ServerTest : public ::testing::Test {
   void TearDown() override {
     server_.reset();
     if (engine_) engine_->Stop();
+    if (log_) {  // nothing logs any more
+      auto& sinks = spdlog::default_logger()->sinks();
+      sinks.erase(std::remove(sinks.begin(), sinks.end(), log_), sinks.end());
+    }
+  }
+
+  // Captures the default logger's messages from now until TearDown.
+  void CaptureLog() {
+    log_ = std::make_shared<CaptureSink>();
+    spdlog::default_logger()->sinks().push_back(log_);
+  }
+
+  // Polls the captured log until `n` messages start with `prefix`; returns those, sorted.
+  std::vector<std::string> WaitForLogLines(const std::string& prefix, size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (true) {
+      std::vector<std::string> found;
+      for (const std::string& line : log_->Lines()) {
+        if (line.rfind(prefix, 0) == 0) found.push_back(line);
+      }
+      if (found.size() >= n || absl::Now() >= deadline) {
+        std::sort(found.begin(), found.end());
+        return found;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
   }
 
   Streamed Generate(const v1::GenerateRequest& request,
@@ -94,6 +142,7 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<server::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<client::GenerationClient> client_;
+  std::shared_ptr<CaptureSink> log_;
 };
 
 nlohmann::json GoldenCases() {
@@ -253,8 +302,70 @@ TEST_F(ServerTest, InvalidInputsGetTheirCodesAndTheDaemonStillServes) {
   const Streamed ok = Generate(Greedy("Once upon a time", 5));
   ASSERT_TRUE(ok.status.ok());
   EXPECT_EQ(ok.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
-  EXPECT_EQ(Metric("pagoda:request_failure_total{code=\"INVALID_ARGUMENT\"}"),
+  EXPECT_EQ(Metric("pagoda:request_failure_total{tenant=\"anonymous\",code=\"INVALID_ARGUMENT\"}"),
             static_cast<double>(cases.size()));
+}
+
+TEST_F(ServerTest, AnonymousTenantIsLabeledAndEachRequestLogsOneEscapedAccessLine) {
+  CaptureLog();
+  StartServer();
+  v1::GenerateRequest r = Greedy("Once upon a time", 5);
+  // A client-chosen id must not be able to forge a second log line.
+  r.set_request_id("r1\naccess tenant=\"other\"");
+  const Streamed ok = Generate(r);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  ASSERT_EQ(ok.token_ids.size(), 5u);
+  v1::GenerateRequest bad = Greedy("Once upon a time", 5);
+  bad.set_request_id("bad-1");
+  bad.set_temperature(-1);
+  EXPECT_EQ(Generate(bad).status.error_code(), grpc::INVALID_ARGUMENT);
+
+  const std::vector<std::string> lines = WaitForLogLines("access ", 2);
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string& rejected = lines[0];  // request_id="bad-1" sorts first
+  const std::string& done = lines[1];
+  EXPECT_EQ(done.rfind(absl::StrCat("access tenant=\"anonymous\" request_id=\"r1\\naccess "
+                                    "tenant=\\\"other\\\"\" status=OK finish_reason=length "
+                                    "prompt_tokens=",
+                                    ok.first_prompt_tokens,
+                                    " completion_tokens=5 cached_tokens=0 queue_ms="),
+                       0),
+            0u)
+      << done;
+  EXPECT_EQ(done.find("ttft_ms=-"), std::string::npos) << done;
+  EXPECT_EQ(rejected.rfind("access tenant=\"anonymous\" request_id=\"bad-1\" "
+                           "status=INVALID_ARGUMENT finish_reason=- prompt_tokens=0 "
+                           "completion_tokens=0 cached_tokens=0 queue_ms=- ttft_ms=- e2e_ms=",
+                           0),
+            0u)
+      << rejected;
+  EXPECT_NE(rejected.find(" error=\"temperature:"), std::string::npos) << rejected;
+  for (const std::string& line : log_->Lines()) {
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    EXPECT_EQ(line.find("Once upon"), std::string::npos) << line;  // no prompt text
+  }
+
+  const std::string m = testing::HttpGet(server_->metrics_port(), "/metrics");
+  const auto value = [&](const std::string& sample) { return testing::MetricValue(m, sample); };
+  EXPECT_EQ(value("pagoda:request_success_total{tenant=\"anonymous\",finished_reason=\"length\"}"),
+            1);
+  EXPECT_EQ(value("pagoda:request_failure_total{tenant=\"anonymous\",code=\"INVALID_ARGUMENT\"}"),
+            1);
+  EXPECT_EQ(value("pagoda:prompt_tokens_total{tenant=\"anonymous\"}"), ok.first_prompt_tokens);
+  EXPECT_EQ(value("pagoda:generation_tokens_total{tenant=\"anonymous\"}"), 5);
+  EXPECT_EQ(value("pagoda:request_cancelled_total{tenant=\"anonymous\"}"), 0);
+  EXPECT_EQ(value("pagoda:time_to_first_token_seconds_count{tenant=\"anonymous\"}"), 1);
+  EXPECT_EQ(value("pagoda:e2e_request_latency_seconds_count{tenant=\"anonymous\"}"), 1);
+  EXPECT_EQ(value("pagoda:request_queue_time_seconds_count{tenant=\"anonymous\"}"), 1);
+  // One gap per token after the first (one token per engine step).
+  EXPECT_EQ(value("pagoda:inter_token_latency_seconds_count{tenant=\"anonymous\"}"), 4);
+  // The unlabeled gauges the gateway's endpoint picker and the autoscaler read.
+  EXPECT_EQ(value("pagoda:num_requests_waiting"), 0);
+  EXPECT_GE(value("pagoda:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(
+      value(absl::StrCat("pagoda:cache_config_info{block_size=\"", engine_->config().block_size,
+                         "\",num_gpu_blocks=\"", engine_->Stats().num_blocks, "\"}")),
+      1);
 }
 
 TEST_F(ServerTest, QueueOverflowIsResourceExhaustedWithoutTouchingRunningStreams) {
