@@ -278,6 +278,23 @@ TEST_F(ServerAuthTest, EngineQueueLimitGetsTheDefaultRetryInfo) {
   EXPECT_TRUE(queued.status.ok());
 }
 
+TEST_F(ServerAuthTest, ReloadThatTheEngineRejectsKeepsTheOldTenants) {
+  StartWithTenants(TenantsJson({{"a", "key-a", ""}}));
+  v1::ModelInfo info;
+  // Floors above the whole KV pool: the engine refuses the table, so the keys stay too.
+  absl::StatusOr<server::TenantTable> too_big = server::ParseTenantsJson(
+      TenantsJson({{"b", "key-b", R"("kv_cache_floor_blocks": 1000000000)"}}));
+  ASSERT_TRUE(too_big.ok()) << too_big.status();
+  const absl::Status refused = server_->ReloadTenants(*std::move(too_big));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(Client("key-a")->GetModelInfo(&info).ok());
+  EXPECT_EQ(Client("key-b")->GetModelInfo(&info).error_code(), grpc::UNAUTHENTICATED);
+  ASSERT_TRUE(
+      server_->ReloadTenants(*server::ParseTenantsJson(TenantsJson({{"b", "key-b", ""}}))).ok());
+  EXPECT_EQ(Client("key-a")->GetModelInfo(&info).error_code(), grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(Client("key-b")->GetModelInfo(&info).ok());
+}
+
 // Enable when the engine enforces TenantConfig::max_queued_requests in Engine::Submit
 // (branch t-engine): a's queue limit refuses a's third request, never b's.
 TEST_F(ServerAuthTest, DISABLED_OverTenantQueueIsResourceExhaustedWithRetryInfo) {
