@@ -56,7 +56,8 @@ class TenantRegistry {
   // Starts with `table`; buckets read time from `clock`.
   explicit TenantRegistry(TenantTable table, TokenBucket::Clock clock = absl::Now);
 
-  // Swaps in `table`; buckets of tenants that stay (by name) keep their balance.
+  // Swaps in `table`; buckets of tenants that stay (by name) keep their balance. Callers
+  // serialize Replace (the serve command calls it from its one signal thread).
   void Replace(TenantTable table);
   // The caller an `authorization` metadata value (nullopt when absent) names. Open
   // registry: the anonymous caller whatever was sent. Otherwise Unauthenticated for a
