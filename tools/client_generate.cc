@@ -29,15 +29,14 @@ v1::GenerateRequest ToProto(const engine::GenerationRequest& r, const std::strin
 
 }  // namespace
 
-int RunClientGenerate(const std::string& address, const std::string& api_key,
-                      const engine::GenerationRequest& base,
+int RunClientGenerate(const client::ChannelOptions& options, const engine::GenerationRequest& base,
                       const std::vector<std::string>& prompts, bool json) {
-  auto channel = client::MakeChannel({.address = address});
+  auto channel = client::MakeChannel(options);
   if (!channel.ok()) {
     std::cerr << "pagoda generate: " << channel.status().message() << "\n";
     return 1;
   }
-  client::GenerationClient client(*channel, api_key);
+  client::GenerationClient client(*channel, options.api_key);
   int rc = 0;
   for (const std::string& prompt : prompts) {
     std::vector<int32_t> tokens;

@@ -25,6 +25,9 @@ struct GenerateFlags {
   bool json = false;
   std::string server;
   std::string api_key;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   EngineFlags engine;
   SamplingFlags sampling;
 };
@@ -114,8 +117,12 @@ int RunGenerate(const GenerateFlags& flags) {
     prompts.push_back(flags.prompt);
   }
   if (!flags.server.empty()) {
-    return RunClientGenerate(flags.server, flags.api_key, RequestFromFlags(flags.sampling), prompts,
-                             flags.json);
+    return RunClientGenerate({.address = flags.server,
+                              .api_key = flags.api_key,
+                              .tls_ca = flags.tls_ca,
+                              .tls_cert = flags.tls_cert,
+                              .tls_key = flags.tls_key},
+                             RequestFromFlags(flags.sampling), prompts, flags.json);
   }
   return RunOffline(flags, prompts, flags.json || !flags.prompts_file.empty());
 }
@@ -139,6 +146,10 @@ Command AddGenerateCommand(CLI::App& app) {
                   "are then unused");
   cmd->add_option("--api-key", flags->api_key,
                   "with --server: API key sent as 'authorization: Bearer <key>'");
+  cmd->add_option("--tls-ca", flags->tls_ca, "with --server: PEM CA to trust; connects over TLS");
+  cmd->add_option("--tls-cert", flags->tls_cert,
+                  "with --tls-ca: PEM client certificate for mutual TLS (with --tls-key)");
+  cmd->add_option("--tls-key", flags->tls_key, "PEM private key of --tls-cert");
   AddSamplingFlags(cmd, &flags->sampling);
   AddEngineFlags(cmd, &flags->engine);
   return {cmd, [flags] { return RunGenerate(*flags); }};
