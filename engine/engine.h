@@ -54,6 +54,8 @@ struct EngineConfig {
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
   int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
+  // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
+  int32_t shed_waiting_requests = 0;
   bool kv_cache = true;                   // false: recompute every sequence at every step
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
@@ -106,8 +108,9 @@ class Engine {
   void Stop();
 
   // Validates and queues a request; `sink` receives its outputs on the engine thread.
-  // InvalidArgument names the offending field; ResourceExhausted when the waiting queue is
-  // full; Unavailable once stopped.
+  // InvalidArgument names the offending field; ResourceExhausted names the limit hit (the
+  // global queue, the tenant's max_queued_requests, shedding of a sheddable tenant, or KV
+  // cache it can never get), checked before tokenizing; Unavailable once stopped.
   absl::StatusOr<SubmitResult> Submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
   // Replaces the tenant table (weights, classes, limits, KV caps and floors); applies from
   // the next step, requests in flight keep running. InvalidArgument names a bad entry
@@ -137,8 +140,19 @@ class Engine {
   };
 
   explicit Engine(EngineConfig config);
-  absl::Status Validate(const GenerationRequest& request, std::vector<int32_t>* prompt,
-                        int32_t* max_total_tokens) const;
+  // The most KV cache one request may hold: `tokens`, and what limits it, for messages.
+  struct KvLimit {
+    int64_t tokens = 0;
+    std::string holder;
+  };
+  absl::Status Validate(const GenerationRequest& request, const KvLimit& limit,
+                        std::vector<int32_t>* prompt, int32_t* max_total_tokens) const;
+  // The queue, tenant and shedding limits for a request of `tenant`; fills `limit`.
+  absl::Status CheckAdmission(const std::string& tenant, KvLimit* limit) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The configured terms of `tenant`, or null (default terms).
+  const TenantConfig* FindTenant(const std::string& tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
 
   EngineConfig config_;
@@ -154,6 +168,10 @@ class Engine {
   RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantConfig> tenants_ ABSL_GUARDED_BY(mu_);  // the table SetTenants gave
+  absl::flat_hash_map<std::string, size_t> tenant_index_ ABSL_GUARDED_BY(mu_);  // into tenants_
+  bool tenants_changed_ ABSL_GUARDED_BY(mu_) = false;  // not yet applied by the engine thread
+  // intake_ per tenant name (cleared when the engine thread takes the intake).
+  absl::flat_hash_map<std::string, int32_t> intake_by_tenant_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagoda::engine
