@@ -218,9 +218,9 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, KvLimit* limit) c
     const int64_t threshold =
         config_.shed_waiting_requests > 0 ? config_.shed_waiting_requests : config_.max_seqs;
     if (waiting >= threshold) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(who, ": sheddable requests are shed while ", waiting,
-                       " requests wait (threshold ", threshold, ")"));
+      return absl::ResourceExhaustedError(absl::StrCat(who, ": sheddable requests are shed while ",
+                                                       waiting, " requests wait (threshold ",
+                                                       threshold, ")"));
     }
   }
   return absl::OkStatus();
@@ -280,9 +280,9 @@ absl::Status Engine::SetTenants(std::vector<TenantConfig> tenants) {
     floors += t.kv_cache_floor_blocks;
   }
   if (floors > core_->kv().num_blocks()) {
-    return Invalid("kv_cache_floor_blocks", absl::StrCat("floors add up to ", floors,
-                                                        " blocks; the pool has ",
-                                                        core_->kv().num_blocks()));
+    return Invalid("kv_cache_floor_blocks",
+                   absl::StrCat("floors add up to ", floors, " blocks; the pool has ",
+                                core_->kv().num_blocks()));
   }
   MutexLock lock(&mu_);
   tenants_ = std::move(tenants);

@@ -53,7 +53,7 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;  // bytes for the KV cache; 0 = 1 GiB
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
-  int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
+  int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
   // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
   int32_t shed_waiting_requests = 0;
   bool kv_cache = true;                   // false: recompute every sequence at every step
@@ -65,9 +65,9 @@ struct EngineConfig {
 struct TenantStats {
   std::string name;
   int32_t num_running = 0;
-  int32_t num_waiting = 0;       // includes the intake not yet seen by a step
-  int32_t num_blocks_held = 0;   // KV blocks its running sequences hold
-  int64_t served_tokens = 0;     // prompt + output tokens computed for it, ever
+  int32_t num_waiting = 0;      // includes the intake not yet seen by a step
+  int32_t num_blocks_held = 0;  // KV blocks its running sequences hold
+  int64_t served_tokens = 0;    // prompt + output tokens computed for it, ever
 };
 
 // A snapshot of the engine's state, for metrics and health.
@@ -81,7 +81,7 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;
-  int64_t num_submitted = 0;  // requests Submit accepted, ever (rejected ones do no work)
+  int64_t num_submitted = 0;         // requests Submit accepted, ever (rejected ones do no work)
   std::vector<TenantStats> tenants;  // configured tenants plus "" when it has requests
   absl::Time last_step_time = absl::InfinitePast();
 };

@@ -110,7 +110,7 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
       continue;
     }
     if (!MakeRoom(seq, n, &i, out, budget)) continue;  // running_[i] is now the next one
-    ReserveBlocks(seq, seq->num_computed + n);          // MakeRoom made sure it fits
+    ReserveBlocks(seq, seq->num_computed + n);         // MakeRoom made sure it fits
     out->chunks.push_back({seq, n});
     out->num_tokens += n;
     *budget -= n;
@@ -139,8 +139,7 @@ bool Scheduler::MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* o
   return true;
 }
 
-void Scheduler::PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out,
-                               int32_t* budget) {
+void Scheduler::PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out, int32_t* budget) {
   const size_t victim_index =
       std::find(running_.begin(), running_.end(), victim) - running_.begin();
   // A victim that already got a chunk this step gives its tokens back.

@@ -16,7 +16,7 @@ enum class PriorityClass : int8_t { kCritical = 0, kStandard = 1, kSheddable = 2
 const char* PriorityClassName(PriorityClass priority);
 
 struct TenantConfig {
-  std::string name;  // unique; "" is the anonymous tenant
+  std::string name;   // unique; "" is the anonymous tenant
   double weight = 1;  // share of served tokens among backlogged tenants; > 0
   PriorityClass priority = PriorityClass::kStandard;
   int32_t max_running_requests = 0;   // running sequences at most; 0 = no limit

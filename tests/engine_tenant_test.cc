@@ -154,8 +154,8 @@ TEST(EngineTenantTest, SheddableRequestsAreShedWhileTheQueueIsLong) {
   }
   auto shed = engine->Submit(Long("s"), std::make_shared<CollectingSink>());
   EXPECT_EQ(shed.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(absl::StartsWith(shed.status().message(),
-                               "tenant \"s\": sheddable requests are shed while"))
+  EXPECT_TRUE(
+      absl::StartsWith(shed.status().message(), "tenant \"s\": sheddable requests are shed while"))
       << shed.status();
   EXPECT_EQ(engine->Stats().num_submitted, 2);
   for (auto h : handles) engine->Abort(h);
@@ -173,8 +173,8 @@ TEST(EngineTenantTest, KvCapAndOtherTenantsFloorsBoundARequest) {
   TenantConfig f = Tenant("f");
   f.kv_cache_floor_blocks = 5;
   ASSERT_TRUE(engine->SetTenants({a, f}).ok());
-  auto capped = engine->Submit(For("a", GreedyRequest({1, 403}, 40)),
-                               std::make_shared<CollectingSink>());
+  auto capped =
+      engine->Submit(For("a", GreedyRequest({1, 403}, 40)), std::make_shared<CollectingSink>());
   EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(capped.status().message(),
             "request needs 42 tokens of KV cache; tenant \"a\"'s kv_cache_cap_blocks (2 blocks) "
@@ -200,9 +200,9 @@ TEST(EngineTenantTest, StatsCountServedTokensPerTenant) {
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(engine->SetTenants({Tenant("a"), Tenant("b"), Tenant("idle")}).ok());
   // Prompt tokens plus every output token but the last (never fed back): 3 + 4, 2 + 3.
-  testing::RunAll(*engine, {For("a", GreedyRequest({1, 403, 407}, 5)),
-                            For("b", GreedyRequest({1, 403}, 4)),
-                            For("zed", GreedyRequest({1, 407}, 2))});
+  testing::RunAll(*engine,
+                  {For("a", GreedyRequest({1, 403, 407}, 5)), For("b", GreedyRequest({1, 403}, 4)),
+                   For("zed", GreedyRequest({1, 407}, 2))});
   EXPECT_TRUE(testing::WaitForIdle(*engine));
   const engine::EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.num_submitted, 3);

@@ -161,8 +161,8 @@ TEST(FairSharePolicyTest, AdmissionFollowsWeights124) {
   // Counters (a, b, c) before each pick: (0,0,0) a1; (4,0,0) b1 (tie with c, queued first);
   // (4,2,0) c1; (4,2,1) c2; (4,2,2) b2 (tie, queued first); (4,4,2) c3; (4,4,3) c4, c done;
   // (4,4) a2; (8,4) b3; (8,6) b4, b done; a3; a4.
-  EXPECT_THAT(sim.admissions(), ElementsAre("a1", "b1", "c1", "c2", "b2", "c3", "c4", "a2", "b3",
-                                            "b4", "a3", "a4"));
+  EXPECT_THAT(sim.admissions(),
+              ElementsAre("a1", "b1", "c1", "c2", "b2", "c3", "c4", "a2", "b3", "b4", "a3", "a4"));
   EXPECT_EQ(sim.Counter("a"), 16);
   EXPECT_EQ(sim.Counter("b"), 8);
   EXPECT_EQ(sim.Counter("c"), 4);
@@ -211,8 +211,8 @@ TEST(FairSharePolicyTest, VictimIsNewestOfTenantFurthestOverItsShare) {
   EXPECT_THAT(sim.kv().BlockTable(c1->id), ElementsAre(4, 5, 7));  // a2 freed 7 then 6
   EXPECT_THAT(sim.Running(), ElementsAre("a1", "b1", "c1"));
   EXPECT_EQ(out.chunks.size(), 3u);
-  EXPECT_EQ(sim.Counter("a"), 14);  // + one decode token (2)
-  EXPECT_EQ(sim.Counter("b"), 4);   // + 2 / 2
+  EXPECT_EQ(sim.Counter("a"), 14);   // + one decode token (2)
+  EXPECT_EQ(sim.Counter("b"), 4);    // + 2 / 2
   EXPECT_EQ(sim.Counter("c"), 2.5);  // + 2 / 4
   sim.RunToEnd();
 }
@@ -259,8 +259,8 @@ TEST(FairSharePolicyTest, CounterIsLiftedWhenATenantBecomesBacklogged) {
   sim.Add("a", 4, 1);
   EXPECT_EQ(sim.Counter("a"), 24);
   sim.RunToEnd();
-  EXPECT_THAT(sim.admissions(), ElementsAre("a1", "a2", "a3", "b1", "a4", "b2", "a5", "b3", "b4",
-                                            "a6"));
+  EXPECT_THAT(sim.admissions(),
+              ElementsAre("a1", "a2", "a3", "b1", "a4", "b2", "a5", "b3", "b4", "a6"));
 }
 
 TEST(FairSharePolicyTest, PriorityClassesComeFirst) {
@@ -279,9 +279,9 @@ TEST(FairSharePolicyTest, PriorityClassesComeFirst) {
 }
 
 TEST(FairSharePolicyTest, SheddableIsPreemptedBeforeCriticalWhateverTheCounters) {
-  TenantSim sim(4, 4, {.max_batched_tokens = 64, .max_seqs = 4},
-                {Tenant("x", 1, PriorityClass::kCritical),
-                 Tenant("s", 4, PriorityClass::kSheddable)});
+  TenantSim sim(
+      4, 4, {.max_batched_tokens = 64, .max_seqs = 4},
+      {Tenant("x", 1, PriorityClass::kCritical), Tenant("s", 4, PriorityClass::kSheddable)});
   sim.Add("s", 8, 4);
   sim.Add("x", 8, 4);
   sim.Step();
