@@ -92,6 +92,7 @@ void Engine::Stop() {
   {
     MutexLock lock(&mu_);
     left.swap(intake_);
+    intake_by_tenant_.clear();
   }
   for (Pending& p : left) {
     GenerationOutput out;

@@ -220,10 +220,12 @@ TEST(EngineTenantTest, StatsCountServedTokensPerTenant) {
 
 // One request at a time behind a long one of tenant z: a1, a2, a3 and b1 queue behind it.
 // Fair share (on by itself once tenants are set) serves b1 second; FCFS serves it last.
-std::vector<std::string> FinishOrder(engine::PolicyKind policy) {
+// `clear_table`: the table is set, then replaced by an empty one before any request.
+std::vector<std::string> FinishOrder(engine::PolicyKind policy, bool clear_table = false) {
   auto engine = testing::StoriesEngine({.max_seqs = 1, .policy = policy});
   if (engine == nullptr) return {};
   EXPECT_TRUE(engine->SetTenants({Tenant("a"), Tenant("b")}).ok());
+  if (clear_table) EXPECT_TRUE(engine->SetTenants({}).ok());
   Mutex mu;
   std::vector<std::string> order;
   std::vector<std::shared_ptr<CollectingSink>> sinks;
@@ -250,6 +252,9 @@ TEST(EngineTenantTest, FairShareServesTheLightTenantBetweenTheHeavyOnesRequests)
   EXPECT_EQ(FinishOrder(engine::PolicyKind::kAuto),
             (std::vector<std::string>{"z", "a1", "b1", "a2", "a3"}));
   EXPECT_EQ(FinishOrder(engine::PolicyKind::kFcfs),
+            (std::vector<std::string>{"z", "a1", "a2", "a3", "b1"}));
+  // kAuto goes back to FCFS when the table empties.
+  EXPECT_EQ(FinishOrder(engine::PolicyKind::kAuto, /*clear_table=*/true),
             (std::vector<std::string>{"z", "a1", "a2", "a3", "b1"}));
 }
 
