@@ -169,6 +169,42 @@ TEST(FairSharePolicyTest, AdmissionFollowsWeights124) {
   EXPECT_TRUE(sim.victims().empty());
 }
 
+// Long run, tenants of weights 1/2/4 with work in proportion (40, 80, 160 requests of a
+// 16-token prompt and 8 output tokens: 16 * 1 + 7 * 2 = 30 each) and at most 4 running.
+// A tenant is admitted only at the lowest counter and then gains at most what its running
+// requests cost, so while all have requests waiting, c_i - c_j <= 4 * 30 / w_i.
+TEST(FairSharePolicyTest, BackloggedCountersStayWithinTheBound) {
+  TenantSim sim(1000, 4, {.max_batched_tokens = 64, .max_seqs = 4}, kWeights124);
+  const std::vector<std::pair<std::string, int>> work = {{"a", 40}, {"b", 80}, {"c", 160}};
+  for (int i = 0; i < 160; ++i) {
+    for (const auto& [name, n] : work) {
+      if (i < n) sim.Add(name, 16, 8);
+    }
+  }
+  auto all_waiting = [&] {
+    for (const TenantState& t : sim.scheduler().tenants()) {
+      if (t.num_waiting == 0) return false;
+    }
+    return true;
+  };
+  int steps = 0;
+  while (all_waiting()) {
+    sim.Step();
+    ++steps;
+    for (const auto& [i, ni] : work) {
+      const double wi = kWeights124[sim.scheduler().FindTenant(i)].weight;
+      for (const auto& [j, nj] : work) {
+        EXPECT_LE(sim.Counter(i) - sim.Counter(j), 4 * 30 / wi) << i << " vs " << j;
+      }
+    }
+  }
+  // Each tenant's whole work is 1200 normalized tokens: the first to run out of waiting
+  // requests has at most 4 in flight (<= 120), the others trail it by at most 120.
+  for (const auto& [name, n] : work) EXPECT_GE(sim.Counter(name), 960) << name;
+  EXPECT_GT(steps, 500);
+  sim.RunToEnd();
+}
+
 TEST(FairSharePolicyTest, FcfsIgnoresWeights) {
   TenantSim sim(100, 4, {.max_batched_tokens = 64, .max_seqs = 1}, kWeights124,
                 /*fair_share=*/false);
