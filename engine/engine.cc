@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -120,6 +121,7 @@ void Engine::Stop() {
   {
     MutexLock lock(&mu_);
     left.swap(intake_);
+    intake_by_tenant_.clear();
   }
   for (Pending& p : left) {
     GenerationOutput out;
@@ -134,8 +136,8 @@ const model::Tokenizer& Engine::tokenizer() const { return core_->tokenizer(); }
 const model::LlamaConfig& Engine::model_config() const { return core_->model_config(); }
 std::string Engine::backend_name() const { return core_->backend().name(); }
 
-absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* prompt,
-                              int32_t* max_total_tokens) const {
+absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
+                              std::vector<int32_t>* prompt, int32_t* max_total_tokens) const {
   const model::Tokenizer& tok = core_->tokenizer();
   const int32_t vocab = tok.vocab_size();
   const int32_t context = core_->model_config().context_length;
@@ -191,7 +193,7 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
     return Invalid("prompt", absl::StrCat("has ", n, " tokens; the context length is ", context,
                                           " and at least one token must be generated"));
   }
-  const int64_t capacity = int64_t{core_->kv().num_blocks()} * core_->kv().block_size();
+  const int64_t capacity = limit.tokens;
   if (r.max_tokens.has_value()) {
     if (*r.max_tokens <= 0) return Invalid("max_tokens", "must be positive");
     if (int64_t{n} + *r.max_tokens > context) {
@@ -204,28 +206,98 @@ absl::Status Engine::Validate(const GenerationRequest& r, std::vector<int32_t>* 
     *max_total_tokens = static_cast<int32_t>(std::min<int64_t>(context, capacity));
   }
   if (*max_total_tokens > capacity || n >= capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat("request needs ", *max_total_tokens,
+                                                     " tokens of KV cache; ", limit.holder,
+                                                     " holds ", capacity));
+  }
+  return absl::OkStatus();
+}
+
+const TenantConfig* Engine::FindTenant(const std::string& tenant) const {
+  const auto it = tenant_index_.find(tenant);
+  return it == tenant_index_.end() ? nullptr : &tenants_[it->second];
+}
+
+// A tenant's queue counts its waiting requests (preempted ones and the intake included)
+// beyond the run slots free for it after the last step (min of its max_running_requests
+// headroom and the engine's max_seqs headroom): a request that the next step would admit
+// at once is not queued. KV blocks are not looked at.
+absl::Status Engine::CheckAdmission(const std::string& tenant, KvLimit* limit) const {
+  if (stop_) return absl::UnavailableError("engine is stopped");
+  const int64_t waiting = static_cast<int64_t>(intake_.size()) + core_waiting_;
+  if (config_.max_queued_requests > 0 && waiting >= config_.max_queued_requests) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "request needs ", *max_total_tokens, " tokens of KV cache; the cache holds ", capacity));
+        "queue full: ", waiting,
+        " requests waiting (max_queued_requests = ", config_.max_queued_requests, ")"));
+  }
+  const TenantConfig* t = FindTenant(tenant);
+  const std::string who = absl::StrCat("tenant \"", tenant, "\"");
+  // The floors of the other tenants are never this one's; its cap bounds it.
+  const KvCacheManager& kv = core_->kv();
+  int64_t others_floors = 0;
+  for (const TenantConfig& other : tenants_) {
+    if (other.name != tenant) others_floors += other.kv_cache_floor_blocks;
+  }
+  int64_t blocks = kv.num_blocks() - others_floors;
+  limit->holder = others_floors > 0 ? "the cache beyond other tenants' floors" : "the cache";
+  if (t != nullptr && t->kv_cache_cap_blocks > 0 && t->kv_cache_cap_blocks <= blocks) {
+    blocks = t->kv_cache_cap_blocks;
+    limit->holder =
+        absl::StrCat(who, "'s kv_cache_cap_blocks (", t->kv_cache_cap_blocks, " blocks)");
+  }
+  limit->tokens = blocks * kv.block_size();
+  if (t == nullptr) return absl::OkStatus();
+  if (t->max_queued_requests > 0) {
+    int64_t tenant_waiting = 0, tenant_running = 0;
+    for (const TenantStats& ts : stats_.tenants) {
+      if (ts.name == tenant) {
+        tenant_waiting = ts.num_waiting;
+        tenant_running = ts.num_running;
+      }
+    }
+    if (auto it = intake_by_tenant_.find(tenant); it != intake_by_tenant_.end()) {
+      tenant_waiting += it->second;
+    }
+    int64_t headroom = int64_t{config_.max_seqs} - stats_.num_running;
+    if (t->max_running_requests > 0) {
+      headroom = std::min(headroom, t->max_running_requests - tenant_running);
+    }
+    const int64_t queued = tenant_waiting - std::max<int64_t>(headroom, 0);
+    if (queued >= t->max_queued_requests) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(who, ": max_queued_requests (", t->max_queued_requests, ") reached"));
+    }
+  }
+  if (t->priority == PriorityClass::kSheddable) {
+    const int64_t threshold =
+        config_.shed_waiting_requests > 0 ? config_.shed_waiting_requests : config_.max_seqs;
+    if (waiting >= threshold) {
+      return absl::ResourceExhaustedError(absl::StrCat(who, ": sheddable requests are shed while ",
+                                                       waiting, " requests wait (threshold ",
+                                                       threshold, ")"));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
                                             std::shared_ptr<OutputSink> sink) {
+  KvLimit limit;
+  {
+    // Limits first: a request turned away costs no tokenization and no engine work.
+    MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckAdmission(request.tenant, &limit));
+  }
   Pending p;
-  RETURN_IF_ERROR(Validate(request, &p.prompt, &p.max_total_tokens));
+  RETURN_IF_ERROR(Validate(request, limit, &p.prompt, &p.max_total_tokens));
   request.prompt.clear();
   request.prompt_token_ids.clear();
   SubmitResult result;
   result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
   MutexLock lock(&mu_);
-  if (stop_) return absl::UnavailableError("engine is stopped");
-  const int64_t queued = static_cast<int64_t>(intake_.size()) + core_waiting_;
-  if (config_.max_queued_requests > 0 && queued >= config_.max_queued_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue full: ", queued,
-        " requests waiting (max_queued_requests = ", config_.max_queued_requests, ")"));
-  }
+  // Again: other requests may have been queued while this one was tokenized.
+  KvLimit unused;
+  RETURN_IF_ERROR(CheckAdmission(request.tenant, &unused));
   p.handle = next_handle_++;
   if (request.request_id.empty()) request.request_id = absl::StrCat("req-", p.handle);
   result.handle = p.handle;
@@ -236,6 +308,8 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
     static thread_local std::mt19937_64 rng(std::random_device{}());
     p.seed = rng();
   }
+  ++intake_by_tenant_[request.tenant];
+  ++stats_.num_submitted;
   p.request = std::move(request);
   p.arrival = absl::Now();
   p.sink = std::move(sink);
@@ -260,12 +334,15 @@ absl::Status Engine::SetTenants(std::vector<TenantConfig> tenants) {
     floors += t.kv_cache_floor_blocks;
   }
   if (floors > core_->kv().num_blocks()) {
-    return Invalid("kv_cache_floor_blocks", absl::StrCat("floors add up to ", floors,
-                                                        " blocks; the pool has ",
-                                                        core_->kv().num_blocks()));
+    return Invalid("kv_cache_floor_blocks",
+                   absl::StrCat("floors add up to ", floors, " blocks; the pool has ",
+                                core_->kv().num_blocks()));
   }
   MutexLock lock(&mu_);
   tenants_ = std::move(tenants);
+  tenant_index_.clear();
+  for (size_t i = 0; i < tenants_.size(); ++i) tenant_index_[tenants_[i].name] = i;
+  tenants_changed_ = true;
   return absl::OkStatus();
 }
 
@@ -274,10 +351,24 @@ void Engine::Abort(RequestHandle handle) {
   aborts_.push_back(handle);
 }
 
+namespace {
+
+// The entry of `name` in `stats`, appended when missing.
+TenantStats& TenantEntry(EngineStats* stats, const std::string& name) {
+  for (TenantStats& t : stats->tenants) {
+    if (t.name == name) return t;
+  }
+  stats->tenants.push_back(TenantStats{.name = name});
+  return stats->tenants.back();
+}
+
+}  // namespace
+
 EngineStats Engine::Stats() const {
   MutexLock lock(&mu_);
   EngineStats s = stats_;
   s.num_waiting += static_cast<int32_t>(intake_.size());
+  for (const auto& [name, count] : intake_by_tenant_) TenantEntry(&s, name).num_waiting += count;
   return s;
 }
 
@@ -285,19 +376,27 @@ void Engine::Loop() {
   while (true) {
     std::deque<Pending> intake;
     std::vector<RequestHandle> aborts;
+    std::optional<std::vector<TenantConfig>> tenants;
     {
       MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || has_work_ || !intake_.empty() || !aborts_.empty();
+        return stop_ || has_work_ || !intake_.empty() || !aborts_.empty() || tenants_changed_;
       };
       mu_.Await(ready);
       if (stop_) break;
       intake.swap(intake_);
       aborts.swap(aborts_);
-      // Until this step ends, the intake counts as waiting (for the queue bound too).
+      if (tenants_changed_) tenants = tenants_;
+      tenants_changed_ = false;
+      // Until this step ends, the intake counts as waiting (for the queue bounds too).
       core_waiting_ += static_cast<int32_t>(intake.size());
       stats_.num_waiting += static_cast<int32_t>(intake.size());
+      for (const auto& [name, count] : intake_by_tenant_) {
+        TenantEntry(&stats_, name).num_waiting += count;
+      }
+      intake_by_tenant_.clear();
     }
+    if (tenants.has_value()) core_->SetTenants(*tenants);
     for (Pending& p : intake) {
       auto seq = std::make_unique<Sequence>();
       seq->id = p.handle;

@@ -53,7 +53,9 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;  // bytes for the KV cache; 0 = 1 GiB
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
-  int32_t max_queued_requests = 0;        // waiting requests at most; 0 = unbounded
+  int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
+  // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
+  int32_t shed_waiting_requests = 0;
   bool kv_cache = true;                   // false: recompute every sequence at every step
   // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16" or "int8"
   // (a scale per token and head); the backend must support it (CPU: all of these).
@@ -70,9 +72,9 @@ struct EngineConfig {
 struct TenantStats {
   std::string name;
   int32_t num_running = 0;
-  int32_t num_waiting = 0;       // includes the intake not yet seen by a step
-  int32_t num_blocks_held = 0;   // KV blocks its running sequences hold
-  int64_t served_tokens = 0;     // prompt + output tokens computed for it, ever
+  int32_t num_waiting = 0;      // includes the intake not yet seen by a step
+  int32_t num_blocks_held = 0;  // KV blocks its running sequences hold
+  int64_t served_tokens = 0;    // prompt + output tokens computed for it, ever
 };
 
 // A snapshot of the engine's state, for metrics and health.
@@ -86,7 +88,7 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;
-  int64_t num_submitted = 0;  // requests Submit accepted, ever (rejected ones do no work)
+  int64_t num_submitted = 0;         // requests Submit accepted, ever (rejected ones do no work)
   std::vector<TenantStats> tenants;  // configured tenants plus "" when it has requests
   absl::Time last_step_time = absl::InfinitePast();
 };
@@ -113,8 +115,9 @@ class Engine {
   void Stop();
 
   // Validates and queues a request; `sink` receives its outputs on the engine thread.
-  // InvalidArgument names the offending field; ResourceExhausted when the waiting queue is
-  // full; Unavailable once stopped.
+  // InvalidArgument names the offending field; ResourceExhausted names the limit hit (the
+  // global queue, the tenant's max_queued_requests, shedding of a sheddable tenant, or KV
+  // cache it can never get), checked before tokenizing; Unavailable once stopped.
   absl::StatusOr<SubmitResult> Submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
   // Replaces the tenant table (weights, classes, limits, KV caps and floors); applies from
   // the next step, requests in flight keep running. InvalidArgument names a bad entry
@@ -144,8 +147,19 @@ class Engine {
   };
 
   explicit Engine(EngineConfig config);
-  absl::Status Validate(const GenerationRequest& request, std::vector<int32_t>* prompt,
-                        int32_t* max_total_tokens) const;
+  // The most KV cache one request may hold: `tokens`, and what limits it, for messages.
+  struct KvLimit {
+    int64_t tokens = 0;
+    std::string holder;
+  };
+  absl::Status Validate(const GenerationRequest& request, const KvLimit& limit,
+                        std::vector<int32_t>* prompt, int32_t* max_total_tokens) const;
+  // The queue, tenant and shedding limits for a request of `tenant`; fills `limit`.
+  absl::Status CheckAdmission(const std::string& tenant, KvLimit* limit) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The configured terms of `tenant`, or null (default terms).
+  const TenantConfig* FindTenant(const std::string& tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
 
   EngineConfig config_;
@@ -162,6 +176,10 @@ class Engine {
   RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantConfig> tenants_ ABSL_GUARDED_BY(mu_);  // the table SetTenants gave
+  absl::flat_hash_map<std::string, size_t> tenant_index_ ABSL_GUARDED_BY(mu_);  // into tenants_
+  bool tenants_changed_ ABSL_GUARDED_BY(mu_) = false;  // not yet applied by the engine thread
+  // intake_ per tenant name (cleared when the engine thread takes the intake).
+  absl::flat_hash_map<std::string, int32_t> intake_by_tenant_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagoda::engine

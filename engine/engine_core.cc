@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/fair_share_policy.h"
 #include "engine/sampler.h"
 
 namespace pagoda::engine {
@@ -48,6 +49,11 @@ Usage MakeUsage(const Sequence& seq) {
   return u;
 }
 
+std::unique_ptr<SchedulingPolicy> MakePolicy(bool fair_share) {
+  if (fair_share) return std::make_unique<FairSharePolicy>();
+  return std::make_unique<FcfsPolicy>();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
@@ -56,6 +62,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   std::unique_ptr<Core> core(new Core());
   core->backend_ = std::move(backend);
   core->observer_ = config.step_observer;
+  core->policy_kind_ = config.policy;
+  core->fair_share_ = config.policy == PolicyKind::kFairShare;
   ASSIGN_OR_RETURN(core->tokenizer_, model::Tokenizer::FromGguf(file));
   ASSIGN_OR_RETURN(core->model_, model::LlamaModel::Load(file, core->backend_.get()));
   const model::LlamaConfig& mc = core->model_->config();
@@ -98,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   // Recompute mode runs a whole context in one step, so the budget must hold one.
   if (!config.kv_cache) sc.max_batched_tokens = std::max(sc.max_batched_tokens, mc.context_length);
   core->scheduler_ =
-      std::make_unique<Scheduler>(sc, core->kv_.get(), std::make_unique<FcfsPolicy>());
+      std::make_unique<Scheduler>(sc, core->kv_.get(), MakePolicy(core->fair_share_));
   core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
   return core;
@@ -108,6 +116,16 @@ void Engine::Core::Add(std::unique_ptr<Sequence> seq) {
   Sequence* raw = seq.get();
   seqs_[raw->id] = std::move(seq);
   scheduler_->Add(raw);
+}
+
+void Engine::Core::SetTenants(const std::vector<TenantConfig>& tenants) {
+  scheduler_->SetTenants(tenants);
+  if (policy_kind_ != PolicyKind::kAuto) return;
+  const bool fair_share = !tenants.empty();
+  if (fair_share != fair_share_) {
+    scheduler_->SetPolicy(MakePolicy(fair_share));
+    fair_share_ = fair_share;
+  }
 }
 
 void Engine::Core::Abort(RequestHandle handle) {
@@ -220,6 +238,15 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->num_steps = num_steps_;
   stats->num_aborted = num_aborted_;
   stats->last_step_time = last_step_time_;
+  stats->tenants.clear();
+  for (const TenantState& t : scheduler_->tenants()) {
+    if (!t.configured && !t.active()) continue;
+    stats->tenants.push_back(TenantStats{.name = t.config.name,
+                                         .num_running = t.num_running,
+                                         .num_waiting = t.num_waiting,
+                                         .num_blocks_held = t.num_blocks_held,
+                                         .served_tokens = t.served_tokens});
+  }
 }
 
 }  // namespace pagoda::engine

@@ -33,10 +33,14 @@ class Engine::Core {
   void FailAll(const absl::Status& status);
   // Runs one scheduling step; no-op when nothing can run.
   void Step();
+  // Applies a validated tenant table; with PolicyKind::kAuto a non-empty table switches
+  // to fair share and an empty one back to FCFS.
+  void SetTenants(const std::vector<TenantConfig>& tenants);
 
   bool has_work() const { return !seqs_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(scheduler_->waiting().size()); }
-  // Fills the scheduler/cache fields of `stats`.
+  // Fills the scheduler/cache fields of `stats` and its tenants (configured ones, and
+  // others while they have requests in flight).
   void FillStats(EngineStats* stats) const;
 
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -63,6 +67,8 @@ class Engine::Core {
   absl::flat_hash_map<RequestHandle, std::unique_ptr<Sequence>> seqs_;
   std::vector<float> logits_;
   StepObserver* observer_ = nullptr;
+  PolicyKind policy_kind_ = PolicyKind::kAuto;
+  bool fair_share_ = false;  // the scheduler runs FairSharePolicy
   int64_t num_steps_ = 0;
   int64_t num_aborted_ = 0;
   absl::Time last_step_time_ = absl::InfinitePast();

@@ -6,11 +6,34 @@ namespace pagoda::engine {
 
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager* kv,
                      std::unique_ptr<SchedulingPolicy> policy)
-    : config_(config), kv_(kv), policy_(std::move(policy)) {}
+    : config_(config), kv_(kv), policy_(std::move(policy)) {
+  policy_->OnTenantsChanged(tenants_);
+}
+
+int32_t Scheduler::FindTenant(const std::string& name) const {
+  const auto it = tenant_by_name_.find(name);
+  return it == tenant_by_name_.end() ? -1 : it->second;
+}
+
+int32_t Scheduler::ResolveTenant(const std::string& name) {
+  if (const int32_t index = FindTenant(name); index >= 0) return index;
+  TenantState state;
+  state.config.name = name;
+  const auto index = static_cast<int32_t>(tenants_.size());
+  tenants_.push_back(std::move(state));
+  tenant_by_name_[name] = index;
+  policy_->OnTenantsChanged(tenants_);
+  return index;
+}
 
 void Scheduler::Add(Sequence* seq) {
+  seq->tenant_index = ResolveTenant(seq->request.tenant);
+  TenantState& tenant = tenants_[seq->tenant_index];
+  const bool was_active = tenant.active();
+  ++tenant.num_waiting;
   seq->status = SeqStatus::kWaiting;
   waiting_.push_back(seq);
+  if (!was_active) policy_->OnTenantActive(seq->tenant_index);
 }
 
 SchedulerOutput Scheduler::Schedule() {
@@ -18,7 +41,7 @@ SchedulerOutput Scheduler::Schedule() {
   if (!config_.kv_cache) {
     // Recompute mode: nothing survives from the last step.
     for (Sequence* s : running_) {
-      kv_->Free(s->id);
+      FreeBlocks(s);
       s->num_computed = 0;
     }
   }
@@ -35,6 +58,48 @@ int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {
   return std::min(n, budget);
 }
 
+bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens) {
+  const int32_t need = kv_->BlocksNeeded(seq->id, num_tokens);
+  if (!kv_->Reserve(seq->id, num_tokens)) return false;
+  tenants_[seq->tenant_index].num_blocks_held += need;
+  return true;
+}
+
+void Scheduler::FreeBlocks(Sequence* seq) {
+  const auto held = static_cast<int32_t>(kv_->BlockTable(seq->id).size());
+  tenants_[seq->tenant_index].num_blocks_held -= held;
+  kv_->Free(seq->id);
+}
+
+int32_t Scheduler::AvailableBlocks(int32_t tenant) const {
+  int32_t reserved = 0;
+  for (size_t t = 0; t < tenants_.size(); ++t) {
+    if (static_cast<int32_t>(t) != tenant) reserved += tenants_[t].unused_floor();
+  }
+  return kv_->num_free_blocks() - reserved;
+}
+
+std::vector<Sequence*> Scheduler::VictimCandidates(const Sequence* requester) const {
+  std::vector<Sequence*> candidates;
+  for (Sequence* s : running_) {
+    const TenantState& t = tenants_[s->tenant_index];
+    const auto blocks = static_cast<int32_t>(kv_->BlockTable(s->id).size());
+    // Never push a tenant below its floor, except to let a sequence preempt itself.
+    if (s == requester || t.num_blocks_held - blocks >= t.config.kv_cache_floor_blocks) {
+      candidates.push_back(s);
+    }
+  }
+  return candidates;
+}
+
+Sequence* Scheduler::NewestOfTenant(int32_t tenant) const {
+  Sequence* newest = nullptr;
+  for (Sequence* s : running_) {
+    if (s->tenant_index == tenant && (newest == nullptr || s->id > newest->id)) newest = s;
+  }
+  return newest;
+}
+
 void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
   size_t i = 0;
   while (i < running_.size() && *budget > 0) {
@@ -44,54 +109,91 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
       ++i;
       continue;
     }
-    bool preempted_self = false;
-    while (!kv_->Reserve(seq->id, seq->num_computed + n)) {
-      Sequence* victim = policy_->PickVictim(running_);
-      const size_t victim_index =
-          std::find(running_.begin(), running_.end(), victim) - running_.begin();
-      // A victim that already got a chunk this step gives its tokens back.
-      for (auto c = out->chunks.begin(); c != out->chunks.end(); ++c) {
-        if (c->seq == victim) {
-          *budget += c->num_tokens;
-          out->num_tokens -= c->num_tokens;
-          out->chunks.erase(c);
-          break;
-        }
-      }
-      Preempt(victim, out);
-      if (victim == seq) {
-        preempted_self = true;
-        break;
-      }
-      if (victim_index < i) --i;
-    }
-    if (preempted_self) continue;  // running_[i] is now the next sequence
+    if (!MakeRoom(seq, n, &i, out, budget)) continue;  // running_[i] is now the next one
+    ReserveBlocks(seq, seq->num_computed + n);         // MakeRoom made sure it fits
     out->chunks.push_back({seq, n});
     out->num_tokens += n;
     *budget -= n;
     ++i;
   }
+  // Charged only now: a chunk taken back by a later preemption was never served.
+  for (const ScheduledChunk& c : out->chunks) policy_->OnScheduled(*c.seq, c.num_tokens);
+}
+
+bool Scheduler::MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out,
+                         int32_t* budget) {
+  const int32_t need = kv_->BlocksNeeded(seq->id, seq->num_computed + n);
+  const TenantState& tenant = tenants_[seq->tenant_index];
+  const int32_t cap = tenant.config.kv_cache_cap_blocks;
+  // Over its cap, a tenant makes room from its own newest sequences only.
+  while (cap > 0 && tenant.num_blocks_held + need > cap) {
+    Sequence* victim = NewestOfTenant(seq->tenant_index);
+    PreemptRunning(victim, i, out, budget);
+    if (victim == seq) return false;
+  }
+  while (need > AvailableBlocks(seq->tenant_index)) {
+    Sequence* victim = policy_->PickVictim(VictimCandidates(seq));
+    PreemptRunning(victim, i, out, budget);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out, int32_t* budget) {
+  const size_t victim_index =
+      std::find(running_.begin(), running_.end(), victim) - running_.begin();
+  // A victim that already got a chunk this step gives its tokens back.
+  for (auto c = out->chunks.begin(); c != out->chunks.end(); ++c) {
+    if (c->seq == victim) {
+      *budget += c->num_tokens;
+      out->num_tokens -= c->num_tokens;
+      out->chunks.erase(c);
+      break;
+    }
+  }
+  Preempt(victim, out);
+  if (victim_index < *i) --*i;
 }
 
 void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
+  // Tenants at their running limit or KV cap are skipped, not waited for.
+  std::vector<bool> blocked(tenants_.size(), false);
   while (!waiting_.empty() && *budget > 0 &&
          running_.size() < static_cast<size_t>(config_.max_seqs)) {
-    const size_t index = policy_->PickNextWaiting(waiting_);
+    const size_t index = policy_->PickNextWaiting(waiting_, blocked);
+    if (index >= waiting_.size()) break;
     Sequence* seq = waiting_[index];
+    TenantState& tenant = tenants_[seq->tenant_index];
     const int32_t n = ChunkSize(seq, *budget);
-    if (n == 0 || !kv_->Reserve(seq->id, seq->num_computed + n)) break;
+    if (n == 0) break;
+    const int32_t need = kv_->BlocksNeeded(seq->id, seq->num_computed + n);
+    const TenantConfig& c = tenant.config;
+    if ((c.max_running_requests > 0 && tenant.num_running >= c.max_running_requests) ||
+        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + need > c.kv_cache_cap_blocks)) {
+      blocked[seq->tenant_index] = true;
+      continue;
+    }
+    // Short of blocks: the policy's choice waits for them rather than being overtaken.
+    if (need > AvailableBlocks(seq->tenant_index)) break;
+    ReserveBlocks(seq, seq->num_computed + n);
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(index));
     seq->status = SeqStatus::kRunning;
+    --tenant.num_waiting;
+    ++tenant.num_running;
     running_.push_back(seq);
     out->chunks.push_back({seq, n});
     out->num_tokens += n;
     *budget -= n;
+    policy_->OnScheduled(*seq, n);
   }
 }
 
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
-  kv_->Free(seq->id);
+  FreeBlocks(seq);
+  TenantState& tenant = tenants_[seq->tenant_index];
+  --tenant.num_running;
+  ++tenant.num_waiting;
   seq->num_computed = 0;
   seq->status = SeqStatus::kWaiting;
   ++seq->num_preemptions;
@@ -101,17 +203,69 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
 }
 
 void Scheduler::OnStepDone(const SchedulerOutput& output) {
-  for (const ScheduledChunk& c : output.chunks) c.seq->num_computed += c.num_tokens;
+  for (const ScheduledChunk& c : output.chunks) {
+    c.seq->num_computed += c.num_tokens;
+    tenants_[c.seq->tenant_index].served_tokens += c.num_tokens;
+  }
 }
 
 void Scheduler::Remove(Sequence* seq) {
+  TenantState& tenant = tenants_[seq->tenant_index];
+  bool found = true;
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) {
     running_.erase(it);
+    --tenant.num_running;
   } else if (auto w = std::find(waiting_.begin(), waiting_.end(), seq); w != waiting_.end()) {
     waiting_.erase(w);
+    --tenant.num_waiting;
+  } else {
+    found = false;
   }
-  kv_->Free(seq->id);
+  FreeBlocks(seq);
   seq->status = SeqStatus::kFinished;
+  if (found && !tenant.active()) policy_->OnTenantIdle(seq->tenant_index);
+}
+
+void Scheduler::SetTenants(const std::vector<TenantConfig>& table) {
+  std::vector<TenantState> next;
+  absl::flat_hash_map<std::string, int32_t> by_name;
+  auto add = [&](TenantConfig config, bool configured) {
+    TenantState state;
+    state.config = std::move(config);
+    state.configured = configured;
+    if (const int32_t old = FindTenant(state.config.name); old >= 0) {
+      state.served_tokens = tenants_[old].served_tokens;
+    }
+    by_name[state.config.name] = static_cast<int32_t>(next.size());
+    next.push_back(std::move(state));
+  };
+  for (const TenantConfig& config : table) add(config, true);
+  // Tenants that left the table keep their sequences in flight, under default terms.
+  for (const TenantState& old : tenants_) {
+    if (old.active() && !by_name.contains(old.config.name)) {
+      TenantConfig defaults;
+      defaults.name = old.config.name;
+      add(std::move(defaults), false);
+    }
+  }
+  tenants_ = std::move(next);
+  tenant_by_name_ = std::move(by_name);
+  for (Sequence* s : running_) {
+    s->tenant_index = tenant_by_name_.at(s->request.tenant);
+    ++tenants_[s->tenant_index].num_running;
+    tenants_[s->tenant_index].num_blocks_held +=
+        static_cast<int32_t>(kv_->BlockTable(s->id).size());
+  }
+  for (Sequence* s : waiting_) {
+    s->tenant_index = tenant_by_name_.at(s->request.tenant);
+    ++tenants_[s->tenant_index].num_waiting;
+  }
+  policy_->OnTenantsChanged(tenants_);
+}
+
+void Scheduler::SetPolicy(std::unique_ptr<SchedulingPolicy> policy) {
+  policy_ = std::move(policy);
+  policy_->OnTenantsChanged(tenants_);
 }
 
 }  // namespace pagoda::engine

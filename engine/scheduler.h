@@ -2,16 +2,23 @@
 // running sequences first (a decode token each, or their next prefill chunk), then waiting
 // ones in policy order while budget, sequence cap and free blocks allow. There are no
 // prefill/decode phases, only computed vs. needed tokens. It never runs the model.
+//
+// Tenant quotas live here (the policy only orders): a tenant's sequences never hold more
+// than kv_cache_cap_blocks, never run more than max_running_requests at once, and the
+// unused part of every other tenant's kv_cache_floor_blocks is never handed out.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/scheduling_policy.h"
 #include "engine/sequence.h"
+#include "engine/tenant.h"
 
 namespace pagoda::engine {
 
@@ -41,7 +48,8 @@ class Scheduler {
  public:
   Scheduler(SchedulerConfig config, KvCacheManager* kv, std::unique_ptr<SchedulingPolicy> policy);
 
-  // Queues a new sequence at the back of the waiting queue.
+  // Queues a new sequence at the back of the waiting queue under the tenant its request
+  // names (a name absent from the table gets default terms).
   void Add(Sequence* seq);
   // Picks this step's work, allocating blocks and preempting when blocks run out.
   SchedulerOutput Schedule();
@@ -49,13 +57,40 @@ class Scheduler {
   void OnStepDone(const SchedulerOutput& output);
   // Removes `seq` (waiting or running) and frees its blocks; marks it finished.
   void Remove(Sequence* seq);
+  // Replaces the tenant table; precondition: valid (unique names, weights > 0, limits >= 0;
+  // Engine::SetTenants checks). Sequences in flight keep running, re-resolved by name.
+  void SetTenants(const std::vector<TenantConfig>& tenants);
+  // Replaces the policy; it learns the tenant table and the backlogged tenants at once.
+  void SetPolicy(std::unique_ptr<SchedulingPolicy> policy);
 
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
+  // Every tenant seen: the table's, then names requests brought (default terms).
+  const std::vector<TenantState>& tenants() const { return tenants_; }
+  // Index of tenant `name` in tenants(), or -1.
+  int32_t FindTenant(const std::string& name) const;
+  const SchedulingPolicy& policy() const { return *policy_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
+  // Index of tenant `name`, appending it with default terms when unknown.
+  int32_t ResolveTenant(const std::string& name);
+  // Grows `seq`'s blocks to hold `num_tokens` tokens, charging its tenant; false if short.
+  bool ReserveBlocks(Sequence* seq, int32_t num_tokens);
+  // Frees every block of `seq`, crediting its tenant.
+  void FreeBlocks(Sequence* seq);
+  // Free blocks tenant `tenant` may take: free minus the unused floors of the others.
+  int32_t AvailableBlocks(int32_t tenant) const;
+  // Running sequences that may be preempted for `requester` (itself always may).
+  std::vector<Sequence*> VictimCandidates(const Sequence* requester) const;
+  // The newest running sequence of tenant `tenant` (precondition: it has one).
+  Sequence* NewestOfTenant(int32_t tenant) const;
+  // Preempts enough for running `seq` to take `n` more tokens' blocks, within its cap and
+  // the pool; false when `seq` itself was preempted. `*i` follows running_[*i] == seq.
+  bool MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out, int32_t* budget);
+  // Preempts running `victim`, returning its chunk (if any) to the budget.
+  void PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out, int32_t* budget);
   // Frees the blocks of `seq` and requeues it at the front of the waiting queue.
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Tokens `seq` may run this step within `budget`; 0 when it must wait.
@@ -68,6 +103,8 @@ class Scheduler {
   std::unique_ptr<SchedulingPolicy> policy_;
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> waiting_;
+  std::vector<TenantState> tenants_;
+  absl::flat_hash_map<std::string, int32_t> tenant_by_name_;
   int64_t num_preemptions_ = 0;
 };
 

@@ -28,6 +28,7 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   int32_t num_preemptions = 0;
   uint64_t seed = 0;
+  int32_t tenant_index = 0;  // into Scheduler::tenants(); set by Scheduler::Add
 
   // Output stream state.
   std::unique_ptr<model::IncrementalDetokenizer> detokenizer;

@@ -2,6 +2,7 @@
 // authenticates a request and names its tenant; the engine schedules by these terms.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -15,7 +16,7 @@ enum class PriorityClass : int8_t { kCritical = 0, kStandard = 1, kSheddable = 2
 const char* PriorityClassName(PriorityClass priority);
 
 struct TenantConfig {
-  std::string name;  // unique; "" is the anonymous tenant
+  std::string name;   // unique; "" is the anonymous tenant
   double weight = 1;  // share of served tokens among backlogged tenants; > 0
   PriorityClass priority = PriorityClass::kStandard;
   int32_t max_running_requests = 0;   // running sequences at most; 0 = no limit
@@ -29,6 +30,24 @@ enum class PolicyKind : int8_t {
   kAuto,       // fair share when tenants are configured, else FCFS
   kFcfs,       // arrival order for everyone
   kFairShare,  // weighted fair share of served tokens (virtual token counter)
+};
+
+// A tenant's live accounting in the scheduler (engine thread only). Tenants named by a
+// request but absent from the table get default terms and `configured` false.
+struct TenantState {
+  TenantConfig config;
+  bool configured = false;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;      // queued in the scheduler, preempted ones included
+  int32_t num_blocks_held = 0;  // KV blocks its running sequences hold
+  int64_t served_tokens = 0;    // tokens computed for it, ever (prompt, output, recompute)
+
+  // Has a sequence waiting or running (is "backlogged").
+  bool active() const { return num_running + num_waiting > 0; }
+  // Floor blocks it does not use now: kept free for it.
+  int32_t unused_floor() const {
+    return std::max(0, config.kv_cache_floor_blocks - num_blocks_held);
+  }
 };
 
 }  // namespace pagoda::engine
