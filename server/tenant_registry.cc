@@ -54,6 +54,8 @@ absl::StatusOr<Tenant> ToTenant(const v1::TenantSpec& spec, int index,
                                 absl::flat_hash_set<std::string>* seen_digests) {
   const std::string& name = spec.name();
   if (name.empty()) return Invalid(index, name, "name", "required (non-empty)");
+  // Metrics label the anonymous tenant "anonymous" (tests/metrics_test.cc).
+  if (name == "anonymous") return Invalid(index, name, "name", "\"anonymous\" is reserved");
   Tenant t;
   t.engine.name = name;
   if (spec.api_key_sha256().empty()) {

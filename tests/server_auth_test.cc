@@ -295,9 +295,8 @@ TEST_F(ServerAuthTest, ReloadThatTheEngineRejectsKeepsTheOldTenants) {
   EXPECT_TRUE(Client("key-b")->GetModelInfo(&info).ok());
 }
 
-// Enable when the engine enforces TenantConfig::max_queued_requests in Engine::Submit
-// (branch t-engine): a's queue limit refuses a's third request, never b's.
-TEST_F(ServerAuthTest, DISABLED_OverTenantQueueIsResourceExhaustedWithRetryInfo) {
+// a's queue limit refuses a's third request, never b's, before any engine work.
+TEST_F(ServerAuthTest, OverTenantQueueIsResourceExhaustedWithRetryInfo) {
   StartWithTenants(TenantsJson({{"a", "key-a", R"("max_queued_requests": 1)"}, {"b", "key-b", ""}}),
                    {.max_seqs = 1});
   std::unique_ptr<client::GenerationClient> a = Client("key-a");

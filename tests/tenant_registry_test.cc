@@ -80,6 +80,8 @@ TEST(TenantsFileTest, EveryValidationErrorNamesTenantAndField) {
       {R"({"tenants": []})", "tenants file: tenants: at least one tenant is required"},
       {R"({})", "tenants file: tenants: at least one tenant is required"},
       {R"({"tenants": [{"api_key_sha256": ["$A"]}]})", "tenants[0]: name: required (non-empty)"},
+      {R"({"tenants": [{"name": "anonymous", "api_key_sha256": ["$A"]}]})",
+       "tenant \"anonymous\": name: \"anonymous\" is reserved"},
       {R"({"tenants": [{"name": "a"}]})",
        "tenant \"a\": api_key_sha256: required (at least one digest)"},
       {R"({"tenants": [{"name": "a", "api_key_sha256": ["abc"]}]})",

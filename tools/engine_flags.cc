@@ -44,6 +44,15 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "int8 (a scale per token and head); --kv-cache-memory counts its bytes, so a "
                   "smaller type holds more blocks")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8"}));
+  cmd->add_option("--scheduling-policy", f->scheduling_policy,
+                  "who is admitted next: auto (fair share when --tenants are configured, else "
+                  "first come first served), fcfs, or fair (weighted fair share of served "
+                  "tokens across tenants)")
+      ->check(CLI::IsMember({"auto", "fcfs", "fair"}));
+  cmd->add_option("--shed-waiting-requests", f->shed_waiting_requests,
+                  "sheddable tenants' requests are refused while this many requests wait; "
+                  "0 = --max-seqs")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache", f->kv_cache,
                   "on, or off to recompute every sequence from scratch at every step (the "
                   "baseline the KV cache removes)")
@@ -62,6 +71,16 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   }
   c.kv_cache = f.kv_cache == "on";
   c.kv_cache_dtype = f.kv_cache_dtype;
+  c.shed_waiting_requests = f.shed_waiting_requests;
+  if (f.scheduling_policy == "auto") {
+    c.policy = engine::PolicyKind::kAuto;
+  } else if (f.scheduling_policy == "fcfs") {
+    c.policy = engine::PolicyKind::kFcfs;
+  } else if (f.scheduling_policy == "fair") {
+    c.policy = engine::PolicyKind::kFairShare;
+  } else {
+    return absl::InvalidArgumentError("--scheduling-policy must be auto, fcfs or fair");
+  }
   c.max_prompt_bytes = f.max_prompt_bytes;
   c.max_stop_strings = f.max_stop_strings;
   c.max_stop_string_bytes = f.max_stop_string_bytes;

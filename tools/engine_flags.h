@@ -24,6 +24,8 @@ struct EngineFlags {
   int32_t max_seqs = 256;
   std::string kv_cache = "on";
   std::string kv_cache_dtype = "auto";
+  std::string scheduling_policy = "auto";  // auto, fcfs or fair
+  int32_t shed_waiting_requests = 0;
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
