@@ -39,9 +39,10 @@ tsan:
 	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
 	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|Batch|KvCache|Golden|CpuBackend|CpuF32|QuantMatMul|Profiling)"
 
-# clang's static and dynamic checks (docs/HARDENING.md): every library and the pagoda binary
-# built with -Wthread-safety as errors, then each libFuzzer target (fuzz/) run for
-# FUZZ_RUNS inputs from its seed corpus. Everything in this build is under ASan+UBSan.
+# clang's static and dynamic checks (docs/HARDENING.md): every library, the pagoda binary and
+# pagoda-decode-bench (it holds Mutex code) built with -Wthread-safety as errors, then each
+# libFuzzer target (fuzz/) run for FUZZ_RUNS inputs from its seed corpus. Everything in this
+# build is under ASan+UBSan.
 CLANG_BUILD_DIR ?= build-clang
 FUZZ_RUNS ?= 20000
 clang-checks: deps
@@ -49,7 +50,7 @@ clang-checks: deps
 	  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang \
 	  -DCMAKE_CXX_COMPILER=clang++ -DPAGODA_CUDA=OFF -DPAGODA_THREAD_SAFETY=ON \
 	  -DPAGODA_FUZZ=ON $(CMAKE_FLAGS)
-	cmake --build $(CLANG_BUILD_DIR) -j$(JOBS) --target pagoda pagoda_bench_lib pagoda_fuzzers
+	cmake --build $(CLANG_BUILD_DIR) -j$(JOBS) --target pagoda pagoda_bench_lib pagoda-decode-bench pagoda_fuzzers
 	fuzz/run_fuzzers.sh $(CLANG_BUILD_DIR) $(FUZZ_RUNS)
 
 format:
