@@ -1,8 +1,10 @@
 // Fuzzes request conversion and validation: bytes parsed as the server's wire request
 // (internal::RawGenerateRequest), converted by server::ToEngineRequest, then submitted to a
-// real engine (stories260K, CPU backend) and aborted at once. A request is either refused
-// with InvalidArgument / ResourceExhausted or accepted, and an accepted one always gets a
-// last output (finished, aborted or an error) with every token id in the vocabulary.
+// real engine (stories260K, CPU backend): aborted at once, or run to the end when it asks for
+// at most 4 tokens. A request is either refused with InvalidArgument / ResourceExhausted or
+// accepted, and an accepted one always gets a last output with every token id in the
+// vocabulary; one that runs gets no error, at most max_tokens tokens, valid UTF-8 without
+// its stop strings, and a logprob entry per token when asked.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "fuzz/fuzz_data.h"
 #include "kernels/backend.h"
 #include "model/tokenizer.h"
+#include "model/utf8.h"
 #include "pagoda/internal/raw_generate_request.pb.h"
 #include "server/request_convert.h"
 
@@ -50,6 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(absl::IsInvalidArgument(request.status()), "conversion error not InvalidArgument");
     return 0;
   }
+  // Requests for at most 4 tokens run to the end (sampling, stops, detokenizing, logprobs);
+  // the others are aborted at once.
+  const bool run = request->max_tokens.has_value() && *request->max_tokens <= 4;
+  const engine::GenerationRequest copy = *request;
   auto sink = std::make_shared<engine::CollectingSink>();
   absl::StatusOr<engine::SubmitResult> submitted = the_engine->Submit(*std::move(request), sink);
   if (!submitted.ok()) {
@@ -58,12 +65,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "Submit error neither InvalidArgument nor ResourceExhausted");
     return 0;
   }
-  the_engine->Abort(submitted->handle);
+  if (!run) the_engine->Abort(submitted->handle);
   engine::CollectedOutput out;
-  Check(sink->WaitFor(absl::Seconds(60), &out), "an aborted request never finished");
+  Check(sink->WaitFor(absl::Seconds(60), &out), "an accepted request never finished");
   Check(out.finish_reason != engine::FinishReason::kNone, "last output not finished");
   const int32_t vocab = the_engine->tokenizer().vocab_size();
   for (int32_t id : out.token_ids) Check(id >= 0 && id < vocab, "output id out of range");
   Check(out.usage.prompt_tokens == submitted->prompt_tokens, "usage disagrees with Submit");
+  if (!run) return 0;
+  Check(out.finish_reason != engine::FinishReason::kError, "a valid request failed");
+  Check(static_cast<int32_t>(out.token_ids.size()) <= *copy.max_tokens, "more than max_tokens");
+  Check(pagoda::model::IsValidUtf8(out.text), "delivered text is not valid UTF-8");
+  for (const std::string& stop : copy.stop) {
+    Check(stop.empty() || out.text.find(stop) == std::string::npos, "a stop string delivered");
+  }
+  if (copy.sampling.logprobs >= 0) {
+    Check(out.logprobs.size() == out.token_ids.size(), "one logprob entry per token");
+  }
   return 0;
 }
