@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& stop : copy.stop) {
     Check(stop.empty() || out.text.find(stop) == std::string::npos, "a stop string delivered");
   }
-  if (copy.sampling.logprobs >= 0) {
+  if (copy.sampling.logprobs.has_value()) {
     Check(out.logprobs.size() == out.token_ids.size(), "one logprob entry per token");
   }
   return 0;

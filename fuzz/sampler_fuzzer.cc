@@ -2,6 +2,7 @@
 // the engine's validator lets through), logits with NaN and infinities, repetition context
 // and output counts with out-of-vocabulary ids. The token is always a vocabulary id; with
 // logprobs its entry names that token and at most min(logprobs, vocab) others.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   p.repetition_penalty = in.Next<float>();
   p.presence_penalty = in.Next<float>();
   p.frequency_penalty = in.Next<float>();
-  p.logprobs = in.Next<int8_t>();
+  const int8_t logprobs = in.Next<int8_t>();
+  if (logprobs != -1) p.logprobs = logprobs;  // -1 leaves it unset; other negatives are set
   const uint64_t seed = in.Next<uint64_t>();
   const int32_t output_index = in.Next<int32_t>();
   const int vocab = 1 + in.Next<uint8_t>() % 128;
@@ -67,10 +69,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                         .output_counts = &counts};
   const pagoda::engine::SampleResult r = pagoda::engine::Sample(sample_in, absl::MakeSpan(logits));
   Check(r.token_id >= 0 && r.token_id < vocab, "token id outside the vocabulary");
-  Check(r.logprob.has_value() == (p.logprobs >= 0), "logprob presence differs from request");
+  Check(r.logprob.has_value() == p.logprobs.has_value(), "logprob presence differs from request");
   if (r.logprob.has_value()) {
     Check(r.logprob->token_id == r.token_id, "logprob names another token");
-    Check(static_cast<int>(r.logprob->top.size()) <= std::min<int>(p.logprobs, vocab),
+    Check(static_cast<int>(r.logprob->top.size()) <= std::clamp<int>(*p.logprobs, 0, vocab),
           "too many top logprobs");
     for (const auto& [id, lp] : r.logprob->top) Check(id >= 0 && id < vocab, "top id out of range");
   }
