@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 SERVE_FLAGS ?= --host 127.0.0.1 --port 50051 --metrics-port 9090
 
-.PHONY: all deps configure build test serve asan tsan format clean
+.PHONY: all deps configure build test serve asan tsan clang-checks format clean
 
 all: build
 
@@ -38,6 +38,20 @@ asan:
 tsan:
 	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
 	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|Batch|KvCache|Golden|CpuBackend|CpuF32|QuantMatMul|Profiling)"
+
+# clang's static and dynamic checks (docs/HARDENING.md): every library, the pagoda binary and
+# pagoda-decode-bench (it holds Mutex code) built with -Wthread-safety as errors, then each
+# libFuzzer target (fuzz/) run for FUZZ_RUNS inputs from its seed corpus. Everything in this
+# build is under ASan+UBSan.
+CLANG_BUILD_DIR ?= build-clang
+FUZZ_RUNS ?= 20000
+clang-checks: deps
+	cmake -S . -B $(CLANG_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -gline-tables-only" -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DPAGODA_CUDA=OFF -DPAGODA_THREAD_SAFETY=ON \
+	  -DPAGODA_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build $(CLANG_BUILD_DIR) -j$(JOBS) --target pagoda pagoda_bench_lib pagoda-decode-bench pagoda_fuzzers
+	fuzz/run_fuzzers.sh $(CLANG_BUILD_DIR) $(FUZZ_RUNS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')

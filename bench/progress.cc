@@ -27,8 +27,8 @@ void ProgressReporter::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || !thread_.joinable()) return;
     stopping_ = true;
+    cv_.notify_all();  // under the lock, as every notify in pagoda
   }
-  cv_.notify_all();
   thread_.join();
   Print(/*final=*/true);
 }

@@ -16,10 +16,12 @@ namespace pagoda {
 class ABSL_LOCKABLE Mutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  // Unlocks and wakes every waiter, which re-checks its condition (as absl::Mutex does).
+  // Wakes every waiter, which re-checks its condition (as absl::Mutex does), and unlocks.
+  // The notify comes first, under the lock: a waiter whose condition holds may return and
+  // destroy this Mutex (a Notification on its stack) as soon as the lock is free.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    mu_.unlock();
     cv_.notify_all();
+    mu_.unlock();
   }
   // Blocks until `condition()` holds. Precondition: held; the condition runs under the lock.
   template <typename Condition>
@@ -68,12 +70,12 @@ class Notification {
   }
   void WaitForNotification() const {
     MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return notified_; });
+    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
   }
   // Returns whether the notification came within `timeout`.
   bool WaitForNotificationWithTimeout(absl::Duration timeout) const {
     MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return notified_; },
+    return mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; },
                                 timeout);
   }
 

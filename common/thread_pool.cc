@@ -39,7 +39,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   RunChunks();
   MutexLock lock(&mu_);
-  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pending_ == 0; });
+  mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; });
   fn_ = nullptr;
 }
 

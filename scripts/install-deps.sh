@@ -10,6 +10,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+  clang libclang-rt-14-dev  # make clang-checks: -Wthread-safety, libFuzzer, ASan/UBSan runtimes
 )
 
 missing=()

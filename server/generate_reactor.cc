@@ -111,8 +111,13 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     return;
   }
   converted->tenant = caller_->tenant->engine.name;  // never from the request body
+  std::shared_ptr<GenerateReactor> self;
+  {
+    MutexLock lock(&mu_);  // OnDone releases self_
+    self = self_;
+  }
   absl::StatusOr<engine::SubmitResult> submitted =
-      deps_.engine->Submit(*std::move(converted), std::make_shared<ReactorSink>(self_));
+      deps_.engine->Submit(*std::move(converted), std::make_shared<ReactorSink>(std::move(self)));
   if (!submitted.ok()) {
     Reject(submitted.status());
     return;

@@ -5,6 +5,7 @@
 
 #include "kernels/quant/vec_dot_avx2.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -325,8 +326,11 @@ const Block* As(const void* p) {
 }  // namespace
 
 bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // F16C through CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && [] {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 
