@@ -23,10 +23,11 @@ GenerationService::GenerationService(engine::Engine* engine, ServerMetrics* metr
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  generate_calls_.fetch_add(1);
   return GenerateReactor::Start(request, {.engine = engine_,
                                           .metrics = metrics_,
                                           .active_streams = &active_streams_,
-                                          .draining = &draining_});
+                                          .drain = &drain_});
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
