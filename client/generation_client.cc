@@ -7,18 +7,42 @@
 
 namespace pagoda::client {
 
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", flag, " ", path));
+  std::stringstream pem;
+  pem << in.rdbuf();
+  return pem.str();
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  const bool client_cert = !options.tls_cert.empty() || !options.tls_key.empty();
+  if (client_cert &&
+      (options.tls_cert.empty() || options.tls_key.empty() || options.tls_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs --tls-cert, --tls-key and --tls-ca");
+  }
   if (options.tls_ca.empty()) {
     return grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
   }
-  std::ifstream in(options.tls_ca);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read --tls-ca ", options.tls_ca));
-  std::stringstream pem;
-  pem << in.rdbuf();
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = pem.str();
+  absl::StatusOr<std::string> ca = ReadPem(options.tls_ca, "--tls-ca");
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *ca;
+  if (client_cert) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+  }
   return grpc::CreateCustomChannel(options.address, grpc::SslCredentials(ssl), args);
 }
 

@@ -13,12 +13,15 @@
 namespace pagoda::client {
 
 struct ChannelOptions {
-  std::string address;  // host:port
-  std::string api_key;  // sent as "authorization: Bearer <key>" when not empty
-  std::string tls_ca;   // PEM file of the CA to trust; empty = plaintext
+  std::string address;   // host:port
+  std::string api_key;   // sent as "authorization: Bearer <key>" when not empty
+  std::string tls_ca;    // PEM file of the CA to trust; empty = plaintext
+  std::string tls_cert;  // with tls_ca: PEM client certificate chain for mutual TLS ...
+  std::string tls_key;   // ... and its private key
 };
 
-// A channel to `options.address`; InvalidArgument when the CA file cannot be read.
+// A channel to `options.address`; InvalidArgument when a PEM file cannot be read or
+// tls_cert/tls_key come without the other or without tls_ca.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options);
 
 class GenerationClient {

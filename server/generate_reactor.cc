@@ -4,6 +4,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "pagoda/internal/raw_generate_request.pb.h"
 #include "server/request_convert.h"
+#include "server/status_details.h"
 #include "spdlog/spdlog.h"
 
 namespace pagoda::server {
@@ -36,12 +37,14 @@ void Merge(const v1::GenerateResponse& next, v1::GenerateResponse* into) {
 
 }  // namespace
 
-GenerateReactor::GenerateReactor(const StreamDeps& deps) : deps_(deps) {
+GenerateReactor::GenerateReactor(const StreamDeps& deps, absl::StatusOr<Caller> caller)
+    : deps_(deps), caller_(std::move(caller)) {
   deps_.active_streams->fetch_add(1);
 }
 
-GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const StreamDeps& deps) {
-  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(deps));
+GenerateReactor* GenerateReactor::Start(const grpc::ByteBuffer* request, const StreamDeps& deps,
+                                        absl::StatusOr<Caller> caller) {
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(deps, std::move(caller)));
   {
     MutexLock lock(&reactor->mu_);
     reactor->self_ = reactor;
@@ -61,7 +64,25 @@ void GenerateReactor::Reject(const absl::Status& status) {
   Finish(ToGrpcStatus(status));
 }
 
+absl::Status GenerateReactor::Admit() const {
+  if (!caller_.ok()) return caller_.status();
+  if (caller_->bucket == nullptr) return absl::OkStatus();
+  const absl::Duration wait = caller_->bucket->TimeUntilAvailable();
+  if (wait == absl::ZeroDuration()) return absl::OkStatus();
+  return WithRetryDelay(
+      absl::ResourceExhaustedError(absl::StrCat(
+          "tenant \"", caller_->tenant->engine.name, "\": tokens_per_minute (",
+          caller_->tenant->tokens_per_minute, ") exceeded; retry in ", absl::FormatDuration(wait))),
+      wait);
+}
+
 void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
+  // Authentication and the rate limit come first: a refused caller costs no parsing,
+  // tokenization or engine work.
+  if (absl::Status admitted = Admit(); !admitted.ok()) {
+    Reject(admitted);
+    return;
+  }
   internal::RawGenerateRequest raw;
   grpc::ByteBuffer copy(*request);
   grpc::ProtoBufferReader reader(&copy);
@@ -74,12 +95,14 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     Reject(converted.status());
     return;
   }
+  converted->tenant = caller_->tenant->engine.name;  // never from the request body
   absl::StatusOr<engine::SubmitResult> submitted =
       deps_.engine->Submit(*std::move(converted), std::make_shared<ReactorSink>(self_));
   if (!submitted.ok()) {
     Reject(submitted.status());
     return;
   }
+  if (caller_->bucket) caller_->bucket->Charge(submitted->prompt_tokens);
   deps_.metrics->prompt_tokens.fetch_add(submitted->prompt_tokens);
   spdlog::debug("[{}] accepted: {} prompt tokens", submitted->request_id, submitted->prompt_tokens);
   v1::GenerateResponse first;
@@ -143,6 +166,8 @@ void GenerateReactor::Deliver(engine::GenerationOutput output) {
   {
     MutexLock lock(&mu_);
     if (output.finished()) engine_done_ = true;
+    // Completion tokens count against the tenant's rate whether or not anyone still reads.
+    if (caller_->bucket) caller_->bucket->Charge(static_cast<int64_t>(output.token_ids.size()));
     if (finished_ || finish_pending_) return;  // cancelled: nobody is listening
     RecordDelivery(output);
     if (output.finish_reason == engine::FinishReason::kError) {

@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pagoda/v1/generation.pb.h"
 #include "server/metrics.h"
+#include "server/tenant_registry.h"
 
 namespace pagoda::server {
 
@@ -35,9 +36,11 @@ struct StreamDeps {
 
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Parses and validates the request and submits it to the engine; errors finish the
-  // stream at once. The reactor keeps itself alive until OnDone.
-  static GenerateReactor* Start(const grpc::ByteBuffer* request, const StreamDeps& deps);
+  // Parses and validates the request and submits it to the engine for `caller`; errors
+  // (including a failed authentication in `caller`, or the caller's token bucket being
+  // empty) finish the stream at once. The reactor keeps itself alive until OnDone.
+  static GenerateReactor* Start(const grpc::ByteBuffer* request, const StreamDeps& deps,
+                                absl::StatusOr<Caller> caller);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -52,8 +55,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   };
   enum class Action { kNone, kWrite, kFinish };
 
-  explicit GenerateReactor(const StreamDeps& deps);
+  GenerateReactor(const StreamDeps& deps, absl::StatusOr<Caller> caller);
   void Begin(const grpc::ByteBuffer* request);
+  // Unauthenticated, or ResourceExhausted with a retry delay when the caller's bucket is empty.
+  absl::Status Admit() const;
   // Finishes the stream with `status` before it was accepted by the engine.
   void Reject(const absl::Status& status);
   // Picks the next gRPC operation; sets the state it implies.
@@ -66,6 +71,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool ClientGoneLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StreamDeps deps_;
+  const absl::StatusOr<Caller> caller_;  // who sent the request (set before any delivery)
   std::shared_ptr<GenerateReactor> self_ ABSL_GUARDED_BY(mu_);  // released in OnDone
   const absl::Time start_time_ = absl::Now();
 

@@ -4,6 +4,7 @@
 #include "model/llama_config.h"
 #include "model/tokenizer.h"
 #include "server/generate_reactor.h"
+#include "server/request_convert.h"
 
 namespace pagoda::server {
 namespace {
@@ -18,21 +19,36 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 }  // namespace
 
 GenerationService::GenerationService(engine::Engine* engine, ServerMetrics* metrics,
-                                     std::string model_name)
-    : engine_(engine), metrics_(metrics), model_name_(std::move(model_name)) {}
+                                     std::string model_name, const TenantRegistry* tenants)
+    : engine_(engine), metrics_(metrics), model_name_(std::move(model_name)), tenants_(tenants) {}
+
+// Every method authenticates at its top, before any other work (docs/ARCHITECTURE.md says
+// why here rather than in an AuthMetadataProcessor or an interceptor).
+absl::StatusOr<Caller> GenerationService::Authenticate(grpc::CallbackServerContext* context) const {
+  const auto& metadata = context->client_metadata();
+  const auto it = metadata.find("authorization");
+  std::optional<absl::string_view> value;
+  if (it != metadata.end()) value = absl::string_view(it->second.data(), it->second.size());
+  return tenants_->Authenticate(value);
+}
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   generate_calls_.fetch_add(1);
-  return GenerateReactor::Start(request, {.engine = engine_,
-                                          .metrics = metrics_,
-                                          .active_streams = &active_streams_,
-                                          .drain = &drain_});
+  return GenerateReactor::Start(request,
+                                {.engine = engine_,
+                                 .metrics = metrics_,
+                                 .active_streams = &active_streams_,
+                                 .drain = &drain_},
+                                Authenticate(context));
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
+    return FinishUnary(context, ToGrpcStatus(caller.status()));
+  }
   const model::Tokenizer& tok = engine_->tokenizer();
   const bool add_bos = request->has_add_bos() ? request->add_bos() : tok.add_bos();
   const bool parse_special = !request->has_parse_special() || request->parse_special();
@@ -45,6 +61,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
                                                         const v1::DetokenizeRequest* request,
                                                         v1::DetokenizeResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
+    return FinishUnary(context, ToGrpcStatus(caller.status()));
+  }
   const model::Tokenizer& tok = engine_->tokenizer();
   for (int i = 0; i < request->token_ids_size(); ++i) {
     const int32_t id = request->token_ids(i);
@@ -62,6 +81,9 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetModelInfoRequest* request,
                                                           v1::ModelInfo* info) {
+  if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
+    return FinishUnary(context, ToGrpcStatus(caller.status()));
+  }
   const model::LlamaConfig& c = engine_->model_config();
   const engine::EngineStats stats = engine_->Stats();
   info->set_model(model_name_);

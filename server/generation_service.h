@@ -9,13 +9,16 @@
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "server/generate_reactor.h"
 #include "server/metrics.h"
+#include "server/tenant_registry.h"
 
 namespace pagoda::server {
 
 class GenerationService final
     : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
  public:
-  GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name);
+  // Serves `engine` to the callers `tenants` authenticates (both must outlive it).
+  GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,
+                    const TenantRegistry* tenants);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -41,9 +44,13 @@ class GenerationService final
   int64_t streams_cut() const { return drain_.cut.load(); }
 
  private:
+  // The caller the request's `authorization` metadata names (see TenantRegistry).
+  absl::StatusOr<Caller> Authenticate(grpc::CallbackServerContext* context) const;
+
   engine::Engine* engine_;
   ServerMetrics* metrics_;
   std::string model_name_;
+  const TenantRegistry* tenants_;
   std::atomic<int64_t> active_streams_{0};
   std::atomic<int64_t> generate_calls_{0};
   DrainCounter drain_;

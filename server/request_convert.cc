@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/utf8.h"
+#include "server/status_details.h"
 
 namespace pagoda::server {
 
@@ -69,9 +70,6 @@ void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* re
   u->set_time_to_first_token_seconds(absl::ToDoubleSeconds(output.usage.time_to_first_token));
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  // absl and gRPC number their canonical codes identically.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
+grpc::Status ToGrpcStatus(const absl::Status& status) { return ToGrpcStatusWithDetails(status); }
 
 }  // namespace pagoda::server

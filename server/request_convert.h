@@ -18,7 +18,8 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
 // Fills `response` (request id aside) from one engine delivery.
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response);
 
-// The gRPC status carrying the same code and message.
+// The gRPC status carrying the same code and message (and a RetryInfo detail on
+// RESOURCE_EXHAUSTED, see status_details.h).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace pagoda::server

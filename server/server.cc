@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -12,19 +15,66 @@
 
 namespace pagoda::server {
 
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Plaintext, TLS, or TLS that requires and verifies a client certificate.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (options.tls_cert.empty()) {
+    if (!options.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  absl::StatusOr<std::string> cert = ReadPem(options.tls_cert, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(options.tls_key, "--tls-key");
+  if (!key.ok()) return key.status();
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(options.tls_client_ca, "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
 Server::Server(const ServerOptions& options, engine::Engine* engine)
-    : options_(options), engine_(engine), metrics_(std::make_unique<ServerMetrics>()) {}
+    : options_(options),
+      engine_(engine),
+      metrics_(std::make_unique<ServerMetrics>()),
+      tenants_(std::make_unique<TenantRegistry>(options.tenants)) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       engine::Engine* engine) {
   std::unique_ptr<Server> server(new Server(options, engine));
-  server->service_ =
-      std::make_unique<GenerationService>(engine, server->metrics_.get(), options.model_name);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  if (absl::Status s = engine->SetTenants(server->tenants_->EngineTenants()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tenants: ", s.message()));
+  }
+  server->service_ = std::make_unique<GenerationService>(
+      engine, server->metrics_.get(), options.model_name, server->tenants_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   server->grpc_server_ = builder.BuildAndStart();
@@ -41,6 +91,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   server->watchdog_ = std::thread([s = server.get()] { s->WatchdogLoop(); });
   spdlog::info("serving on {}:{} (metrics on port {})", options.host, server->port_,
                server->metrics_port_);
+  spdlog::info("{}, {}",
+               server->tenants_->open()
+                   ? std::string("open: no API key required")
+                   : absl::StrCat(options.tenants.tenants.size(), " tenant(s), API key required"),
+               options.tls_cert.empty()        ? "plaintext"
+               : options.tls_client_ca.empty() ? "TLS"
+                                               : "mutual TLS");
   return server;
 }
 
@@ -65,6 +122,18 @@ absl::Status Server::StartMetricsEndpoint() {
         absl::StrCat("cannot listen for metrics on ", options_.host, ":", options_.metrics_port));
   }
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+absl::Status Server::ReloadTenants(TenantTable tenants) {
+  std::vector<engine::TenantConfig> engine_part;
+  for (const Tenant& t : tenants.tenants) {
+    if (!t.engine.name.empty()) engine_part.push_back(t.engine);
+  }
+  if (absl::Status s = engine_->SetTenants(std::move(engine_part)); !s.ok()) return s;
+  const size_t n = tenants.tenants.size();
+  tenants_->Replace(std::move(tenants));
+  spdlog::info("tenants reloaded: {} tenant(s)", n);
   return absl::OkStatus();
 }
 

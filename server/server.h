@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
+#include "server/tenant_registry.h"
 
 namespace grpc {
 class Server;
@@ -31,11 +32,19 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(30);
   // Health reads NOT_SERVING when the engine has work but made no step for this long.
   absl::Duration stall_timeout = absl::Seconds(30);
+  // Who may call (--tenants, --api-key); no tenants = open, no key required.
+  TenantTable tenants;
+  // TLS: PEM files of the server's certificate chain and key (both or neither); with
+  // tls_client_ca, clients must present a certificate that CA signed (mTLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 class Server {
  public:
-  // Binds and starts serving `engine` (which must outlive the server).
+  // Binds and starts serving `engine` (which must outlive the server). InvalidArgument for
+  // unreadable TLS files or tenants the engine rejects; Unavailable when it cannot listen.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                        engine::Engine* engine);
   ~Server();
@@ -50,6 +59,9 @@ class Server {
   int64_t Drain();
   // Generate calls that reached the service (a call refused at the transport never does).
   int64_t generate_calls() const;
+  // Replaces the tenants (SIGHUP): the engine's terms first, then the keys and rate limits.
+  // On error (the engine rejects the table) the old tenants stay. Streams are untouched.
+  absl::Status ReloadTenants(TenantTable tenants);
   // The Prometheus exposition (what /metrics serves).
   std::string RenderMetrics() const;
 
@@ -62,6 +74,7 @@ class Server {
   ServerOptions options_;
   engine::Engine* engine_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<TenantRegistry> tenants_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<httplib::Server> http_;

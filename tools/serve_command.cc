@@ -1,4 +1,5 @@
-// `pagoda serve`: the gRPC daemon. SIGTERM or SIGINT drains it gracefully and exits 0.
+// `pagoda serve`: the gRPC daemon. SIGTERM or SIGINT drains it gracefully and exits 0;
+// SIGHUP reloads the tenants file.
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -22,6 +23,11 @@ struct ServeFlags {
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(30);
   std::string log_level = "info";
+  std::string tenants_file;
+  std::string api_key;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   EngineFlags engine;
 };
 
@@ -41,8 +47,34 @@ void AddDurationOption(CLI::App* cmd, const std::string& name, absl::Duration* d
       ->default_str(absl::FormatDuration(*d));
 }
 
+// The tenants the flags describe: the --tenants file, the --api-key tenant, or none (open).
+absl::StatusOr<server::TenantTable> TenantsFromFlags(const ServeFlags& flags) {
+  if (!flags.tenants_file.empty()) return server::LoadTenantsFile(flags.tenants_file);
+  if (!flags.api_key.empty()) return server::SingleKeyTable(flags.api_key);
+  return server::TenantTable{};
+}
+
+// SIGHUP: re-reads the tenants file; a bad file keeps the tenants in force.
+void ReloadTenants(const ServeFlags& flags, server::Server* server) {
+  if (flags.tenants_file.empty()) {
+    spdlog::info("SIGHUP: no --tenants file to reload");
+    return;
+  }
+  absl::StatusOr<server::TenantTable> table = server::LoadTenantsFile(flags.tenants_file);
+  absl::Status status = table.ok() ? server->ReloadTenants(*std::move(table)) : table.status();
+  if (!status.ok()) {
+    spdlog::error("SIGHUP: tenants not reloaded, the previous ones stay: {}",
+                  std::string(status.message()));
+  }
+}
+
 int RunServe(const ServeFlags& flags) {
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  absl::StatusOr<server::TenantTable> tenants = TenantsFromFlags(flags);
+  if (!tenants.ok()) {
+    spdlog::error("{}", std::string(tenants.status().message()));
+    return 1;
+  }
 
   // Signals are taken synchronously by this thread alone: block them before any other
   // thread starts, so every thread inherits the mask.
@@ -50,6 +82,7 @@ int RunServe(const ServeFlags& flags) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   engine::EngineConfig base;
@@ -65,14 +98,18 @@ int RunServe(const ServeFlags& flags) {
                                 .metrics_port = flags.metrics_port,
                                 .model_name = model.empty() ? model::kBuiltinModelName : model,
                                 .drain_timeout = flags.drain_timeout,
-                                .stall_timeout = flags.stall_timeout};
+                                .stall_timeout = flags.stall_timeout,
+                                .tenants = *std::move(tenants),
+                                .tls_cert = flags.tls_cert,
+                                .tls_key = flags.tls_key,
+                                .tls_client_ca = flags.tls_client_ca};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
     return 1;
   }
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTenants(flags, server->get());
   spdlog::info("received {}: draining", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   const int64_t cut = (*server)->Drain();
   server->reset();
@@ -101,6 +138,17 @@ Command AddServeCommand(CLI::App& app) {
   AddDurationOption(cmd, "--stall-timeout", &flags->stall_timeout,
                     "health reads NOT_SERVING when the engine has work but made no step for "
                     "this long");
+  cmd->add_option("--tenants", flags->tenants_file,
+                  "JSON file of tenants, their API key digests and limits (docs/API.md); "
+                  "SIGHUP reloads it. Without it (and without --api-key) no key is required");
+  cmd->add_option("--api-key", flags->api_key,
+                  "one anonymous tenant that must send 'authorization: Bearer <key>'")
+      ->excludes("--tenants");
+  cmd->add_option("--tls-cert", flags->tls_cert,
+                  "PEM certificate chain: serve TLS (with --tls-key)");
+  cmd->add_option("--tls-key", flags->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--tls-client-ca", flags->tls_client_ca,
+                  "PEM CA: require client certificates it signed (mutual TLS)");
   cmd->add_option("--log-level", flags->log_level, "log verbosity")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   AddEngineFlags(cmd, &flags->engine);
