@@ -10,6 +10,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+  nginx  # tests/nginx_lb_test.cc runs deploy/nginx-grpc.conf in front of two daemons
 )
 
 missing=()
