@@ -18,9 +18,12 @@
 #include "absl/strings/str_format.h"
 #include "bench/arrival_schedule.h"
 #include "bench/dataset.h"
+#include "bench/fairness.h"
 #include "bench/load_runner.h"
 #include "bench/metrics.h"
 #include "bench/report.h"
+#include "bench/tenant_report.h"
+#include "bench/tenant_spec.h"
 #include "client/generation_client.h"
 
 namespace pagoda::bench {
@@ -31,13 +34,13 @@ absl::Status Invalid(const std::string& flag, const std::string& why) {
 }
 
 // The server's model; retries a few times so a daemon still starting up is waited for.
-absl::StatusOr<v1::ModelInfo> FetchModelInfo(v1::Generation::Stub* stub,
-                                             const BenchConfig& config) {
+absl::StatusOr<v1::ModelInfo> FetchModelInfo(v1::Generation::Stub* stub, const BenchConfig& config,
+                                             const std::string& api_key) {
   constexpr int kAttempts = 4;
   grpc::Status status;
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
     grpc::ClientContext context;
-    if (!config.api_key.empty()) context.AddMetadata("authorization", "Bearer " + config.api_key);
+    if (!api_key.empty()) context.AddMetadata("authorization", "Bearer " + api_key);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::ModelInfo info;
     status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
@@ -53,9 +56,9 @@ absl::StatusOr<v1::ModelInfo> FetchModelInfo(v1::Generation::Stub* stub,
 }
 
 // `count` requests from the configured dataset; the same seed gives the same prompts.
-absl::StatusOr<std::vector<BenchRequest>> BuildDataset(const BenchConfig& c, int count,
-                                                       int vocab_size) {
-  std::mt19937_64 rng(c.seed);
+absl::StatusOr<std::vector<BenchRequest>> BuildDataset(const BenchConfig& c, uint64_t seed,
+                                                       int count, int vocab_size) {
+  std::mt19937_64 rng(seed);
   if (c.dataset == "random") {
     return MakeRandomDataset({.num_prompts = count,
                               .input_len = c.input_len,
@@ -114,17 +117,119 @@ std::string LocalDate() {
   return buf;
 }
 
-LoadRun Send(v1::Generation::Stub* stub, const std::vector<v1::GenerateRequest>& requests,
-             const LoadOptions& options, const BenchConfig& config, const std::string& label) {
-  std::unique_ptr<ProgressReporter> progress;
-  if (config.progress) {
-    progress = std::make_unique<ProgressReporter>(stderr, isatty(fileno(stderr)) == 1, label,
-                                                  static_cast<int>(requests.size()));
-    progress->Start();
+std::unique_ptr<ProgressReporter> StartProgress(const BenchConfig& config, const std::string& label,
+                                                int total) {
+  if (!config.progress) return nullptr;
+  auto progress =
+      std::make_unique<ProgressReporter>(stderr, isatty(fileno(stderr)) == 1, label, total);
+  progress->Start();
+  return progress;
+}
+
+// The run's tenants: the --tenant specifications (unset fields from the flags), or one
+// unnamed tenant made of the flags.
+absl::StatusOr<std::vector<TenantSpec>> Tenants(const BenchConfig& c) {
+  const TenantSpec defaults = {.name = "",
+                               .api_key = c.api_key,
+                               .weight = 1,
+                               .concurrency = c.concurrency,
+                               .request_rate = c.request_rate,
+                               .num_prompts = c.num_prompts};
+  if (c.tenants.empty()) return std::vector<TenantSpec>{defaults};
+  std::vector<TenantSpec> tenants;
+  for (const std::string& spec : c.tenants) {
+    absl::StatusOr<TenantSpec> t = ParseTenantSpec(spec, defaults);
+    if (!t.ok()) return t.status();
+    for (const TenantSpec& other : tenants) {
+      if (other.name == t->name) {
+        return absl::InvalidArgumentError(absl::StrCat("--tenant name ", t->name, " is repeated"));
+      }
+    }
+    tenants.push_back(*std::move(t));
   }
-  LoadRun run = RunLoad(stub, requests, options, progress.get());
+  return tenants;
+}
+
+// One tenant's share of the run: its requests, how they are sent, what they saw.
+struct TenantLoad {
+  TenantSpec spec;
+  std::vector<v1::GenerateRequest> requests;
+  std::vector<v1::GenerateRequest> warmup;  // first tenant only
+  LoadOptions options;
+  LoadRun run;
+};
+
+// Sends every tenant's requests at once (a thread each) and waits for all of them.
+void SendAll(v1::Generation::Stub* stub, const BenchConfig& config,
+             std::vector<TenantLoad>* loads) {
+  int total = 0;
+  for (const TenantLoad& l : *loads) total += static_cast<int>(l.requests.size());
+  std::unique_ptr<ProgressReporter> progress = StartProgress(config, "bench", total);
+  std::vector<std::thread> threads;
+  for (TenantLoad& l : *loads) {
+    threads.emplace_back(
+        [stub, &l, p = progress.get()] { l.run = RunLoad(stub, l.requests, l.options, p); });
+  }
+  for (std::thread& t : threads) t.join();
   if (progress) progress->Stop();
-  return run;
+}
+
+// Builds each tenant's requests (tenant i's dataset is seeded seed + i) and send options;
+// the warmup requests are drawn after the first tenant's measured ones.
+absl::StatusOr<std::vector<TenantLoad>> PlanLoads(const BenchConfig& config,
+                                                  const std::vector<TenantSpec>& tenants,
+                                                  const v1::ModelInfo& info) {
+  std::vector<TenantLoad> loads;
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    TenantLoad l{.spec = tenants[i]};
+    const int warmup = i == 0 ? config.warmup : 0;
+    absl::StatusOr<std::vector<BenchRequest>> dataset =
+        BuildDataset(config, config.seed + i, l.spec.num_prompts + warmup, info.vocab_size());
+    if (!dataset.ok()) return dataset.status();
+    WarnAboutLength(*dataset, info.context_length());
+    for (size_t k = 0; k < dataset->size(); ++k) {
+      auto& into = static_cast<int>(k) < l.spec.num_prompts ? l.requests : l.warmup;
+      into.push_back(ToGenerateRequest((*dataset)[k], config));
+    }
+    l.options.concurrency = l.spec.concurrency;
+    l.options.duration_s = config.duration_s;
+    l.options.call = {.api_key = l.spec.api_key, .request_timeout_s = config.request_timeout_s};
+    if (std::isfinite(l.spec.request_rate)) {
+      std::mt19937_64 schedule_rng(config.seed + 1 + i);
+      l.options.send_offsets = GammaArrivalTimes(l.spec.num_prompts, l.spec.request_rate,
+                                                 config.burstiness, schedule_rng);
+    }
+    loads.push_back(std::move(l));
+  }
+  return loads;
+}
+
+// Sends the first tenant's warmup requests, not measured.
+void WarmUp(v1::Generation::Stub* stub, const BenchConfig& config, const TenantLoad& first) {
+  if (first.warmup.empty()) return;
+  LoadOptions options;
+  options.concurrency = first.options.concurrency;
+  options.call = first.options.call;
+  std::unique_ptr<ProgressReporter> progress =
+      StartProgress(config, "warmup", static_cast<int>(first.warmup.size()));
+  RunLoad(stub, first.warmup, options, progress.get());
+  if (progress) progress->Stop();
+}
+
+// Per-tenant results and the fairness over the run's tenants.
+MultiTenantResult ComputeTenantResults(const std::vector<TenantLoad>& loads, double start,
+                                       const GoodputSlo& slo) {
+  MultiTenantResult m;
+  std::vector<TenantRecords> series;
+  for (const TenantLoad& l : loads) {
+    const double duration = std::max(l.run.end_time - l.run.start_time, 1e-9);
+    m.tenants.push_back({.name = l.spec.name,
+                         .weight = l.spec.weight,
+                         .result = ComputeResult(l.run.records, duration, slo)});
+    series.push_back({.records = &l.run.records, .weight = l.spec.weight});
+  }
+  m.fairness = ComputeFairness(series, start);
+  return m;
 }
 
 int WriteJson(const nlohmann::json& j, const std::string& path) {
@@ -167,6 +272,7 @@ absl::Status ValidateConfig(const BenchConfig& c) {
     return Invalid("prefix-len", "plus --suffix-len must be >= 1");
   }
   if (!(c.temperature >= 0)) return Invalid("temperature", "must be >= 0");
+  if (absl::Status s = Tenants(c).status(); !s.ok()) return s;
   return ParseGoodput(c.goodput).status();
 }
 
@@ -176,14 +282,15 @@ int RunBench(const BenchConfig& config) {
     return 2;
   }
   const GoodputSlo slo = *ParseGoodput(config.goodput);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = client::MakeChannel(
-      {.address = config.server, .api_key = config.api_key, .tls_ca = config.tls_ca});
+  const std::vector<TenantSpec> tenants = *Tenants(config);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::MakeChannel({.address = config.server, .tls_ca = config.tls_ca});
   if (!channel.ok()) {
     absl::FPrintF(stderr, "pagoda-bench: %s\n", channel.status().message());
     return 2;
   }
   std::unique_ptr<v1::Generation::Stub> stub = v1::Generation::NewStub(*channel);
-  absl::StatusOr<v1::ModelInfo> info = FetchModelInfo(stub.get(), config);
+  absl::StatusOr<v1::ModelInfo> info = FetchModelInfo(stub.get(), config, tenants[0].api_key);
   if (!info.ok()) {
     absl::FPrintF(stderr, "pagoda-bench: %s\n", info.status().message());
     return 1;
@@ -193,55 +300,49 @@ int RunBench(const BenchConfig& config) {
                   info->vocab_size());
     return 1;
   }
-  absl::StatusOr<std::vector<BenchRequest>> dataset =
-      BuildDataset(config, config.num_prompts + config.warmup, info->vocab_size());
-  if (!dataset.ok()) {
-    absl::FPrintF(stderr, "pagoda-bench: %s\n", dataset.status().message());
+  absl::StatusOr<std::vector<TenantLoad>> loads = PlanLoads(config, tenants, *info);
+  if (!loads.ok()) {
+    absl::FPrintF(stderr, "pagoda-bench: %s\n", loads.status().message());
     return 2;
   }
-  WarnAboutLength(*dataset, info->context_length());
-  // The first num_prompts are measured; the rest, drawn after them, warm the server up.
-  std::vector<v1::GenerateRequest> measured, warmup;
-  for (size_t i = 0; i < dataset->size(); ++i) {
-    auto& into = static_cast<int>(i) < config.num_prompts ? measured : warmup;
-    into.push_back(ToGenerateRequest((*dataset)[i], config));
+  int num_prompts = 0;
+  for (const TenantSpec& t : tenants) num_prompts += t.num_prompts;
+  absl::FPrintF(stderr, "pagoda-bench: %s serves %s (%s); %d requests, dataset %s, %d tenant(s)\n",
+                config.server, info->model(), info->backend(), num_prompts, config.dataset,
+                tenants.size());
+  WarmUp(stub.get(), config, loads->front());
+  SendAll(stub.get(), config, &*loads);
+
+  double start = loads->front().run.start_time, end = loads->front().run.end_time;
+  int peak_in_flight = 0;
+  std::vector<RequestRecord> records;
+  for (const TenantLoad& l : *loads) {
+    start = std::min(start, l.run.start_time);
+    end = std::max(end, l.run.end_time);
+    peak_in_flight += l.run.peak_in_flight;  // exact for one tenant, an upper bound else
+    records.insert(records.end(), l.run.records.begin(), l.run.records.end());
   }
-  absl::FPrintF(stderr,
-                "pagoda-bench: %s serves %s (%s); %d requests, dataset %s, rate %s req/s, "
-                "concurrency %s\n",
-                config.server, info->model(), info->backend(), config.num_prompts, config.dataset,
-                std::isfinite(config.request_rate) ? absl::StrCat(config.request_rate) : "inf",
-                config.concurrency > 0 ? absl::StrCat(config.concurrency) : "unlimited");
-
-  LoadOptions options;
-  options.concurrency = config.concurrency;
-  options.call = {.api_key = config.api_key, .request_timeout_s = config.request_timeout_s};
-  if (!warmup.empty()) Send(stub.get(), warmup, options, config, "warmup");
-
-  if (std::isfinite(config.request_rate)) {
-    std::mt19937_64 schedule_rng(config.seed + 1);
-    options.send_offsets =
-        GammaArrivalTimes(config.num_prompts, config.request_rate, config.burstiness, schedule_rng);
-  }
-  options.duration_s = config.duration_s;
-  const LoadRun run = Send(stub.get(), measured, options, config, "bench");
-
-  const BenchmarkResult result =
-      ComputeResult(run.records, std::max(run.end_time - run.start_time, 1e-9), slo);
+  const BenchmarkResult result = ComputeResult(records, std::max(end - start, 1e-9), slo);
   const RunInfo run_info = {.date = LocalDate(),
                             .server = config.server,
                             .model = info->model(),
                             .dataset = config.dataset,
-                            .num_prompts = config.num_prompts,
+                            .num_prompts = num_prompts,
                             .request_rate = config.request_rate,
                             .burstiness = config.burstiness,
                             .max_concurrency = config.concurrency,
                             .warmup = config.warmup,
-                            .peak_in_flight = run.peak_in_flight};
+                            .peak_in_flight = peak_in_flight};
   PrintReport(result, run_info, stdout);
+  nlohmann::json json = ResultToJson(result, run_info);
+  if (!config.tenants.empty()) {
+    const MultiTenantResult per_tenant = ComputeTenantResults(*loads, start, slo);
+    PrintTenantReport(per_tenant, stdout);
+    AddTenantsToJson(per_tenant, &json);
+  }
   std::fflush(stdout);
   if (config.json_out.empty()) return 0;
-  return WriteJson(ResultToJson(result, run_info), config.json_out);
+  return WriteJson(json, config.json_out);
 }
 
 }  // namespace pagoda::bench

@@ -38,6 +38,8 @@ struct BenchConfig {
   std::vector<std::string> goodput;
   std::string json_out;
   bool progress = true;
+  // --tenant specifications (ParseTenantSpec); empty = one tenant from the flags above.
+  std::vector<std::string> tenants;
 };
 
 // InvalidArgument naming the first flag whose value cannot work.

@@ -23,4 +23,21 @@ std::vector<std::string> PrepareArgs(int argc, char** argv) {
   return args;
 }
 
+std::vector<std::string> TakeRepeatedFlag(const std::string& name, std::vector<std::string>* args) {
+  const std::string bare = "--" + name, with_value = bare + "=";
+  std::vector<std::string> values, kept;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const std::string& arg = (*args)[i];
+    if (i > 0 && arg.rfind(with_value, 0) == 0) {
+      values.push_back(arg.substr(with_value.size()));
+    } else if (i > 0 && arg == bare && i + 1 < args->size()) {
+      values.push_back((*args)[++i]);
+    } else {
+      kept.push_back(arg);
+    }
+  }
+  *args = std::move(kept);
+  return values;
+}
+
 }  // namespace pagoda::bench

@@ -11,4 +11,9 @@ namespace pagoda::bench {
 // (--goodput ttft:500 tpot:50) becomes one comma-separated value (--goodput=ttft:500,tpot:50).
 std::vector<std::string> PrepareArgs(int argc, char** argv);
 
+// Removes every `--NAME VALUE` and `--NAME=VALUE` from `args` (after PrepareArgs; args[0] is
+// the program) and returns the values in order: absl keeps only the last of a repeated flag.
+// A trailing `--NAME` without a value is left for absl to report.
+std::vector<std::string> TakeRepeatedFlag(const std::string& name, std::vector<std::string>* args);
+
 }  // namespace pagoda::bench

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
   clang libclang-rt-14-dev  # make clang-checks: -Wthread-safety, libFuzzer, ASan/UBSan runtimes
+  nginx  # tests/nginx_lb_test.cc runs deploy/nginx-grpc.conf in front of two daemons
 )
 
 missing=()

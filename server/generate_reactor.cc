@@ -90,10 +90,6 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     Reject(admitted);
     return;
   }
-  if (deps_.draining->load()) {
-    Reject(absl::UnavailableError("server is draining; send new requests elsewhere"));
-    return;
-  }
   internal::RawGenerateRequest raw;
   grpc::ByteBuffer copy(*request);
   grpc::ProtoBufferReader reader(&copy);
@@ -269,6 +265,10 @@ void GenerateReactor::OnCancel() {
   {
     MutexLock lock(&mu_);
     handle = handle_;
+    if (!engine_done_ && !client_gone_ &&
+        absl::ToUnixNanos(absl::Now()) >= deps_.drain->deadline_unix_ns.load()) {
+      deps_.drain->cut.fetch_add(1);
+    }
     abort_now = ClientGoneLocked("cancelled");
     action = NextActionLocked();
   }

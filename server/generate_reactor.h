@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,12 +19,20 @@
 
 namespace pagoda::server {
 
+// Shared by a service's streams. Once a drain deadline is set, a stream cancelled after it
+// before the engine finished it (gRPC's shutdown cancels the calls still open then) counts
+// as cut off.
+struct DrainCounter {
+  std::atomic<int64_t> deadline_unix_ns{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> cut{0};
+};
+
 // What a stream needs from the service around it.
 struct StreamDeps {
   engine::Engine* engine = nullptr;
   ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* active_streams = nullptr;  // incremented while the reactor lives
-  const std::atomic<bool>* draining = nullptr;     // new streams get UNAVAILABLE when set
+  DrainCounter* drain = nullptr;
 };
 
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {

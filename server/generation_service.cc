@@ -34,11 +34,12 @@ absl::StatusOr<Caller> GenerationService::Authenticate(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  generate_calls_.fetch_add(1);
   return GenerateReactor::Start(request,
                                 {.engine = engine_,
                                  .metrics = metrics_,
                                  .active_streams = &active_streams_,
-                                 .draining = &draining_},
+                                 .drain = &drain_},
                                 Authenticate(context));
 }
 

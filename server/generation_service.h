@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "pagoda/v1/generation.grpc.pb.h"
+#include "server/generate_reactor.h"
 #include "server/metrics.h"
 #include "server/tenant_registry.h"
 
@@ -31,11 +32,16 @@ class GenerationService final
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
 
-  // From now on new Generate streams get UNAVAILABLE.
-  void StartDraining() { draining_.store(true); }
-  bool draining() const { return draining_.load(); }
   // Generate streams not yet done.
   int64_t active_streams() const { return active_streams_.load(); }
+  // Generate calls that reached this service since it was made.
+  int64_t generate_calls() const { return generate_calls_.load(); }
+  // From `deadline` on, streams cancelled before their end count as cut off by a drain.
+  void SetDrainDeadline(absl::Time deadline) {
+    drain_.deadline_unix_ns.store(absl::ToUnixNanos(deadline));
+  }
+  // Streams cut off after the drain deadline.
+  int64_t streams_cut() const { return drain_.cut.load(); }
 
  private:
   // The caller the request's `authorization` metadata names (see TenantRegistry).
@@ -46,7 +52,8 @@ class GenerationService final
   std::string model_name_;
   const TenantRegistry* tenants_;
   std::atomic<int64_t> active_streams_{0};
-  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> generate_calls_{0};
+  DrainCounter drain_;
 };
 
 }  // namespace pagoda::server

@@ -140,11 +140,11 @@ absl::Status Server::ReloadTenants(TenantTable tenants) {
 std::string Server::RenderMetrics() const { return metrics_->Render(engine_->Stats()); }
 
 void Server::SetServing(bool serving) {
-  {
-    MutexLock lock(&mu_);
-    if (serving_ == serving) return;
-    serving_ = serving;
-  }
+  // Under mu_ so that a watchdog update cannot land after (and undo) the drain's.
+  MutexLock lock(&mu_);
+  if (draining_) serving = false;  // a drain is final
+  if (serving_ == serving) return;
+  serving_ = serving;
   grpc_server_->GetHealthCheckService()->SetServingStatus(serving);
   spdlog::info("health: {}", serving ? "SERVING" : "NOT_SERVING");
 }
@@ -168,24 +168,33 @@ void Server::WatchdogLoop() {
     if (stalled)
       spdlog::warn("engine made no step for {}s with work queued",
                    absl::ToDoubleSeconds(absl::Now() - progress_time));
-    SetServing(!service_->draining() && !stalled);
+    SetServing(!stalled);
   }
 }
 
 int64_t Server::Drain() {
-  service_->StartDraining();
-  SetServing(false);
-  spdlog::info("draining: {} streams in flight", service_->active_streams());
-  const absl::Time deadline = absl::Now() + options_.drain_timeout;
-  while (service_->active_streams() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
+  {
+    MutexLock lock(&mu_);
+    draining_ = true;
   }
-  const int64_t cut = service_->active_streams();
-  if (cut > 0) spdlog::warn("drain timeout: cutting off {} streams", cut);
-  // Streams still open are cancelled by the shutdown deadline.
-  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  SetServing(false);
+  spdlog::info("draining: stop listening, GOAWAY to clients; {} streams in flight",
+               service_->active_streams());
+  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  service_->SetDrainDeadline(deadline);
+  // Returns when every call is done, or at the deadline after cancelling the calls still
+  // open; meanwhile new connections are refused and new streams on existing ones are
+  // refused by the transport, so they never reach the service.
+  grpc_server_->Shutdown(absl::ToChronoTime(deadline));
+  const int64_t cut = service_->streams_cut();
+  if (cut > 0) {
+    spdlog::warn("drain timeout ({}) passed: cut off {} streams",
+                 absl::FormatDuration(options_.drain_timeout), cut);
+  }
   return cut;
 }
+
+int64_t Server::generate_calls() const { return service_->generate_calls(); }
 
 Server::~Server() {
   {

@@ -51,9 +51,14 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
-  // Health NOT_SERVING, new streams UNAVAILABLE, in-flight streams run to completion (up
-  // to drain_timeout), then the gRPC server shuts down. Returns the streams cut off.
+  // Health NOT_SERVING (also on /health, until the server is destroyed), then gRPC's
+  // graceful shutdown: stop listening and send HTTP/2 GOAWAY, so new streams fail at the
+  // transport (a load balancer retries them elsewhere), while in-flight streams run to
+  // completion for up to drain_timeout; those still open then are cancelled. Returns
+  // how many were cut off. Call once.
   int64_t Drain();
+  // Generate calls that reached the service (a call refused at the transport never does).
+  int64_t generate_calls() const;
   // Replaces the tenants (SIGHUP): the engine's terms first, then the keys and rate limits.
   // On error (the engine rejects the table) the old tenants stay. Streams are untouched.
   absl::Status ReloadTenants(TenantTable tenants);
@@ -81,6 +86,7 @@ class Server {
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace pagoda::server

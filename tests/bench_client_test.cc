@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,7 +88,8 @@ void ExpectConsistent(const nlohmann::json& j) {
 }
 
 // A Generation service that streams `max_tokens` tokens in messages of 1 and 2 tokens,
-// fails every `fail_every`-th Generate with RESOURCE_EXHAUSTED, and checks an API key.
+// fails every `fail_every`-th Generate with RESOURCE_EXHAUSTED, checks an API key, and
+// counts the Generate calls per authorization value.
 class FakeGeneration final : public v1::Generation::Service {
  public:
   FakeGeneration(int fail_every, std::string api_key, std::chrono::milliseconds token_delay)
@@ -105,6 +108,13 @@ class FakeGeneration final : public v1::Generation::Service {
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override {
     if (!Authorized(*context)) return {grpc::StatusCode::UNAUTHENTICATED, "bad key"};
     const int call = calls_.fetch_add(1) + 1;
+    {
+      const auto it = context->client_metadata().find("authorization");
+      std::lock_guard<std::mutex> lock(by_key_mu_);
+      ++by_key_[it == context->client_metadata().end()
+                    ? ""
+                    : std::string(it->second.data(), it->second.size())];
+    }
     if (request->has_parse_special()) {
       ++(request->parse_special() ? parse_special_true_ : parse_special_false_);
     }
@@ -133,6 +143,11 @@ class FakeGeneration final : public v1::Generation::Service {
   }
 
   long long tokens() const { return tokens_.load(); }
+  // Generate calls by their authorization metadata ("" when absent).
+  std::map<std::string, int> calls_by_key() const {
+    std::lock_guard<std::mutex> lock(by_key_mu_);
+    return by_key_;
+  }
   // Requests that set parse_special true / false.
   int parse_special_true() const { return parse_special_true_.load(); }
   int parse_special_false() const { return parse_special_false_.load(); }
@@ -152,6 +167,8 @@ class FakeGeneration final : public v1::Generation::Service {
   std::atomic<long long> tokens_{0};
   std::atomic<int> parse_special_true_{0};
   std::atomic<int> parse_special_false_{0};
+  mutable std::mutex by_key_mu_;
+  std::map<std::string, int> by_key_;
 };
 
 class FakeServer {
@@ -235,6 +252,31 @@ TEST(BenchFakeServerTest, ApiKeyIsSentAndAWrongOneFailsAtStart) {
   const BenchRun bad = RunBench(server.address(), {"--num-prompts=3", "--api-key=wrong"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.stderr_text, ::testing::HasSubstr("UNAUTHENTICATED"));
+}
+
+TEST(BenchFakeServerTest, TenantsSendTheirOwnRequestsAndAreReportedApart) {
+  FakeServer server;
+  const BenchRun run =
+      RunBench(server.address(), {"--input-len=4", "--output-len=3", "--tenant",
+                                  "name=a,key=ka,concurrency=2,num-prompts=6", "--tenant",
+                                  "name=b,key=kb,weight=2,num-prompts=4,rate=50"});
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_EQ(run.json["completed"], 10);
+  EXPECT_EQ(run.json["failed"], 0);
+  EXPECT_EQ(run.json["total_output_tokens"], 10 * 3);
+  EXPECT_EQ(server.service().tokens(), 10 * 3);
+  EXPECT_EQ(server.service().calls_by_key(),
+            (std::map<std::string, int>{{"Bearer ka", 6}, {"Bearer kb", 4}}));
+  ASSERT_EQ(run.json["tenants"].size(), 2u);
+  EXPECT_EQ(run.json["tenants"][0]["name"], "a");
+  EXPECT_EQ(run.json["tenants"][0]["completed"], 6);
+  EXPECT_EQ(run.json["tenants"][0]["total_output_tokens"], 18);
+  EXPECT_EQ(run.json["tenants"][1]["name"], "b");
+  EXPECT_EQ(run.json["tenants"][1]["weight"], 2.0);
+  EXPECT_EQ(run.json["tenants"][1]["completed"], 4);
+  EXPECT_TRUE(run.json["fairness"].contains("jain_index"));
+  EXPECT_THAT(run.stdout_text, ::testing::HasSubstr("Tenant a (weight 1)"));
+  EXPECT_THAT(run.stdout_text, ::testing::HasSubstr("Jain's index"));
 }
 
 TEST(BenchFakeServerTest, DurationBoundsTheRun) {

@@ -1,5 +1,6 @@
 // Unit tests of pagoda-bench's arithmetic: percentiles, arrival schedule, per-request
-// latencies, the run's totals and peaks, goodput, argv spelling, datasets, JSON keys.
+// latencies, the run's totals and peaks, goodput, argv spelling, datasets, JSON keys,
+// tenant specifications, Jain's index and the fairness window.
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -11,10 +12,13 @@
 #include "bench/bench_app.h"
 #include "bench/bench_args.h"
 #include "bench/dataset.h"
+#include "bench/fairness.h"
 #include "bench/metrics.h"
 #include "bench/progress.h"
 #include "bench/report.h"
 #include "bench/stats.h"
+#include "bench/tenant_report.h"
+#include "bench/tenant_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -329,6 +333,113 @@ TEST(ValidateConfigTest, NamesTheBadFlag) {
   c.dataset = "random";
   c.request_rate = 0;
   EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("--request-rate"));
+}
+
+TEST(JainIndexTest, EqualSharesAreOneAndOneTakerIsOneOverN) {
+  EXPECT_DOUBLE_EQ(*JainIndex({5, 5, 5}), 1.0);
+  EXPECT_DOUBLE_EQ(*JainIndex({7, 0, 0, 0}), 0.25);
+  // (1 + 2 + 3)^2 / (3 * (1 + 4 + 9)) = 36 / 42.
+  EXPECT_DOUBLE_EQ(*JainIndex({1, 2, 3}), 36.0 / 42.0);
+  EXPECT_DOUBLE_EQ(*JainIndex({4}), 1.0);
+  EXPECT_FALSE(JainIndex({}).has_value());
+  EXPECT_FALSE(JainIndex({0, 0}).has_value());
+}
+
+TEST(FairnessTest, WindowEndsAtTheFirstTenantsLastSendAndTokensAreDividedByWeight) {
+  // Tenant a (weight 1) sends at 0 and 4; tenant b (weight 2) at 0, 1 and 2: the window is
+  // [0, 2] (b's last send), bounds included.
+  const std::vector<RequestRecord> a = {
+      Record(0, {0.5, 1.0, 2.0}, {3, 1, 2}, 2.5, 6),  // all 6 tokens in the window
+      Record(4, {4.5}, {5}, 5.0, 5)};                 // after the window
+  const std::vector<RequestRecord> b = {
+      Record(0, {0.5}, {4}, 0.6, 4), Record(1, {1.5, 2.0}, {4, 4}, 2.1, 8),
+      Record(2, {2.5}, {9}, 3.0, 9, "UNAVAILABLE")};  // after the window; failed anyway
+  const Fairness f = ComputeFairness({{.records = &a, .weight = 1}, {.records = &b, .weight = 2}},
+                                     /*start=*/0);
+  EXPECT_EQ(f.window_start, 0);
+  EXPECT_EQ(f.window_end, 2);
+  EXPECT_THAT(f.window_tokens, ElementsAre(6, 12));
+  EXPECT_THAT(f.normalized, ElementsAre(6.0, 6.0));
+  EXPECT_DOUBLE_EQ(*f.jain, 1.0);
+  // Weights 1 and 1: x = (6, 12), J = 18^2 / (2 * 180) = 0.9.
+  const Fairness equal = ComputeFairness({{.records = &a}, {.records = &b}}, 0);
+  EXPECT_DOUBLE_EQ(*equal.jain, 0.9);
+  // A tenant that sent nothing closes the window at the start: no tokens, no index.
+  const std::vector<RequestRecord> none;
+  const Fairness empty = ComputeFairness({{.records = &a}, {.records = &none}}, 0.25);
+  EXPECT_EQ(empty.window_end, 0.25);
+  EXPECT_THAT(empty.window_tokens, ElementsAre(0, 0));
+  EXPECT_FALSE(empty.jain.has_value());
+}
+
+TEST(TenantSpecTest, ParsesFieldsTakesDefaultsAndNamesTheBadField) {
+  const TenantSpec defaults = {.api_key = "global", .concurrency = 3, .num_prompts = 10};
+  const absl::StatusOr<TenantSpec> a =
+      ParseTenantSpec("name=a,key=K1,weight=2.5,concurrency=8", defaults);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->name, "a");
+  EXPECT_EQ(a->api_key, "K1");
+  EXPECT_EQ(a->weight, 2.5);
+  EXPECT_EQ(a->concurrency, 8);
+  EXPECT_TRUE(std::isinf(a->request_rate));
+  EXPECT_EQ(a->num_prompts, 10);
+  const absl::StatusOr<TenantSpec> b = ParseTenantSpec("name=b,rate=4,num-prompts=7", defaults);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->api_key, "global");
+  EXPECT_EQ(b->weight, 1);
+  EXPECT_EQ(b->concurrency, 3);
+  EXPECT_EQ(b->request_rate, 4);
+  EXPECT_EQ(b->num_prompts, 7);
+  const auto error = [&](const std::string& spec) {
+    return std::string(ParseTenantSpec(spec, defaults).status().message());
+  };
+  EXPECT_THAT(error("key=K"), ::testing::HasSubstr("name is required"));
+  EXPECT_THAT(error("name=a,weight=0"), ::testing::HasSubstr("weight"));
+  EXPECT_THAT(error("name=a,rate=-1"), ::testing::HasSubstr("rate"));
+  EXPECT_THAT(error("name=a,concurrency=x"), ::testing::HasSubstr("concurrency"));
+  EXPECT_THAT(error("name=a,colour=red"), ::testing::HasSubstr("unknown field 'colour'"));
+  EXPECT_THAT(error("name=a,name=b"), ::testing::HasSubstr("name is given twice"));
+  EXPECT_THAT(error("name=a,weight"), ::testing::HasSubstr("not KEY=VALUE"));
+  // Keys may contain '='.
+  EXPECT_EQ(ParseTenantSpec("name=a,key=ab==", defaults)->api_key, "ab==");
+}
+
+TEST(TakeRepeatedFlagTest, CollectsEveryOccurrenceInOrder) {
+  std::vector<std::string> args = {"pagoda-bench",    "--tenant",        "name=a,key=1",
+                                   "--num_prompts=3", "--tenant=name=b", "--tenant"};
+  EXPECT_THAT(TakeRepeatedFlag("tenant", &args), ElementsAre("name=a,key=1", "name=b"));
+  EXPECT_THAT(args, ElementsAre("pagoda-bench", "--num_prompts=3", "--tenant"));
+}
+
+TEST(ValidateConfigTest, RejectsBadAndRepeatedTenants) {
+  BenchConfig c;
+  c.server = "127.0.0.1:1";
+  c.tenants = {"name=a,key=1", "name=b,key=2,weight=2"};
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.tenants = {"name=a", "name=a"};
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("repeated"));
+  c.tenants = {"name=a,weight=-2"};
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("--tenant"));
+}
+
+TEST(TenantReportTest, JsonHasOneEntryPerTenantAndTheIndex) {
+  MultiTenantResult m;
+  const std::vector<RequestRecord> a = {Record(0, {0.5}, {4}, 1.0, 4),
+                                        Record(1, {1.5}, {2}, 2.0, 2)};
+  m.tenants.push_back({.name = "a", .weight = 1, .result = ComputeResult(a, 1.0, {})});
+  m.tenants.push_back({.name = "b", .weight = 2, .result = ComputeResult({}, 1.0, {})});
+  m.fairness = ComputeFairness({{.records = &a}, {.records = &a, .weight = 2}}, 0);
+  nlohmann::json j;
+  AddTenantsToJson(m, &j);
+  ASSERT_EQ(j["tenants"].size(), 2u);
+  EXPECT_EQ(j["tenants"][0]["name"], "a");
+  EXPECT_EQ(j["tenants"][0]["completed"], 2);
+  EXPECT_EQ(j["tenants"][0]["total_output_tokens"], 6);
+  EXPECT_EQ(j["tenants"][0]["window_output_tokens"], 4);  // the window is [0, 1]
+  EXPECT_EQ(j["tenants"][1]["weight"], 2.0);
+  EXPECT_EQ(j["tenants"][1]["window_output_tokens_per_weight"], 2.0);
+  EXPECT_DOUBLE_EQ(j["fairness"]["jain_index"].get<double>(), 0.9);  // x = (4, 2)
+  EXPECT_EQ(j["fairness"]["window_seconds"], 1.0);
 }
 
 }  // namespace

@@ -3,6 +3,11 @@
 // control, metrics and health.
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -12,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/generation_client.h"
+#include "common/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "model/tokenizer.h"
@@ -54,14 +60,36 @@ class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
   std::vector<std::string> lines_;
 };
 
+// Holds the engine thread at the end of each step while closed, so a stream stays in
+// flight for as long as a test needs.
+class StepGate final : public engine::StepObserver {
+ public:
+  void OnStep(const engine::StepTiming&) override {
+    MutexLock lock(&mu_);
+    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; });
+  }
+  void Set(bool open) {
+    MutexLock lock(&mu_);
+    open_ = open;
+  }
+
+ private:
+  Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+};
+
 class ServerTest : public ::testing::Test {
  protected:
-  void StartServer(engine::EngineConfig config = {}) {
+  void StartServer(engine::EngineConfig config = {},
+                   absl::Duration drain_timeout = absl::Seconds(30)) {
     engine_ = testing::StoriesEngine(config);
     ASSERT_NE(engine_, nullptr);
-    auto server = server::Server::Start(
-        {.host = "127.0.0.1", .port = 0, .metrics_port = 0, .model_name = "stories260K"},
-        engine_.get());
+    auto server = server::Server::Start({.host = "127.0.0.1",
+                                         .port = 0,
+                                         .metrics_port = 0,
+                                         .model_name = "stories260K",
+                                         .drain_timeout = drain_timeout},
+                                        engine_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     channel_ = *client::MakeChannel({.address = absl::StrCat("127.0.0.1:", server_->port())});
@@ -138,6 +166,7 @@ class ServerTest : public ::testing::Test {
     return false;
   }
 
+  StepGate gate_;  // outlives the engine, which may call it until stopped
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<server::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -455,6 +484,93 @@ TEST_F(ServerTest, ParseSpecialChangesPromptTokens) {
   EXPECT_EQ(as_text.usage.prompt_tokens(), static_cast<int32_t>(plain_ids.size()));
 }
 
+// Whether a TCP connection to 127.0.0.1:port is refused (nobody listens).
+bool ConnectionRefused(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool refused = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 &&
+                       errno == ECONNREFUSED;
+  close(fd);
+  return refused;
+}
+
+// A channel with its own connection (gRPC shares connections between channels to the
+// same address by default).
+std::shared_ptr<grpc::Channel> FreshChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// The golden case 0 request, whose 64 greedy tokens are known.
+v1::GenerateRequest GoldenRequest() {
+  const nlohmann::json c = GoldenCases()[0];
+  v1::GenerateRequest r;
+  for (int id : c.at("prompt_token_ids")) r.add_prompt_token_ids(id);
+  r.set_max_tokens(64);
+  r.set_temperature(0);
+  return r;
+}
+
+// Drain refuses new streams at the transport (listener closed, GOAWAY): a new channel's
+// call is UNAVAILABLE without reaching the service, while the stream in flight (held by
+// the engine gate) completes with its exact tokens.
+TEST_F(ServerTest, DrainRefusesNewStreamsAtTheTransportWhileInFlightOnesFinish) {
+  gate_.Set(false);
+  StartServer({.step_observer = &gate_}, absl::Seconds(3600));
+  Notification first_token;
+  Streamed in_flight;
+  std::thread stream([&] {
+    in_flight = Generate(GoldenRequest(), nullptr, [&](const v1::GenerateResponse& r) {
+      if (!r.token_ids().empty() && !first_token.HasBeenNotified()) first_token.Notify();
+    });
+  });
+  first_token.WaitForNotification();  // the engine now waits at the gate
+  EXPECT_EQ(server_->generate_calls(), 1);
+  int64_t cut = -1;
+  std::thread drain([&] { cut = server_->Drain(); });
+  while (!ConnectionRefused(server_->port())) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(testing::HttpGet(server_->metrics_port(), "/health"), "NOT_SERVING\n");
+
+  client::GenerationClient late(FreshChannel(absl::StrCat("127.0.0.1:", server_->port())), "");
+  const grpc::Status refused = late.Generate(Greedy("Lily", 4), [](const auto&) {});
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_EQ(server_->generate_calls(), 1);  // the refused call never reached the service
+
+  gate_.Set(true);
+  stream.join();
+  drain.join();
+  ASSERT_TRUE(in_flight.status.ok()) << in_flight.status.error_message();
+  EXPECT_EQ(in_flight.token_ids,
+            GoldenCases()[0].at("output_token_ids").get<std::vector<int32_t>>());
+  EXPECT_EQ(in_flight.finish_reason, "length");
+  EXPECT_EQ(cut, 0);
+  EXPECT_EQ(server_->generate_calls(), 1);
+  EXPECT_EQ(testing::HttpGet(server_->metrics_port(), "/health"), "NOT_SERVING\n");
+}
+
+// A stream still open when the drain timeout passes is cancelled and counted.
+TEST_F(ServerTest, DrainCutsAndCountsStreamsOpenAtTheDeadline) {
+  gate_.Set(false);
+  StartServer({.step_observer = &gate_}, absl::Milliseconds(100));
+  Notification first_token;
+  Streamed in_flight;
+  std::thread stream([&] {
+    in_flight = Generate(GoldenRequest(), nullptr, [&](const v1::GenerateResponse& r) {
+      if (!r.token_ids().empty() && !first_token.HasBeenNotified()) first_token.Notify();
+    });
+  });
+  first_token.WaitForNotification();
+  EXPECT_EQ(server_->Drain(), 1);  // the gate is closed: the stream cannot finish in time
+  gate_.Set(true);
+  stream.join();
+  EXPECT_FALSE(in_flight.status.ok());
+  EXPECT_LT(in_flight.token_ids.size(), 64u);
+}
+
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& address) {
   auto stub = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -497,16 +613,21 @@ TEST(DaemonTest, SigtermDrainsInFlightStreamsAndExitsZero) {
   }
   while (started < 8) absl::SleepFor(absl::Milliseconds(1));
   daemon.Signal(SIGTERM);
-  // Health turns NOT_SERVING while the streams drain; then new requests are refused.
-  auto status = grpc::health::v1::HealthCheckResponse::SERVING;
+  // Health turns NOT_SERVING, then the daemon stops listening (new calls fail at the
+  // transport) while the streams drain.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (status == grpc::health::v1::HealthCheckResponse::SERVING && absl::Now() < deadline) {
-    status = Health(daemon.address());
+  while (testing::HttpGet(daemon.metrics_port(), "/health") != "NOT_SERVING\n" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_EQ(status, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  client::GenerationClient late(channel, "");
+  EXPECT_EQ(testing::HttpGet(daemon.metrics_port(), "/health"), "NOT_SERVING\n");
+  while (!ConnectionRefused(daemon.port()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  client::GenerationClient late(FreshChannel(daemon.address()), "");
   const grpc::Status refused = late.Generate(Greedy("Lily", 4), [](const auto&) {});
   EXPECT_EQ(refused.error_code(), grpc::UNAVAILABLE) << refused.error_message();
+  EXPECT_EQ(Health(daemon.address()), grpc::health::v1::HealthCheckResponse::UNKNOWN);
   for (auto& t : threads) t.join();
   for (int i = 0; i < 8; ++i) {
     EXPECT_TRUE(results[i].status.ok()) << results[i].status.error_message();
