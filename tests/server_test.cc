@@ -338,9 +338,15 @@ TEST_F(ServerTest, InvalidInputsGetTheirCodesAndTheDaemonStillServes) {
 TEST_F(ServerTest, AnonymousTenantIsLabeledAndEachRequestLogsOneEscapedAccessLine) {
   CaptureLog();
   StartServer();
+  // A client-chosen id with a control character is refused by the validator, and its
+  // access line escapes it: it cannot forge a second log line.
+  v1::GenerateRequest forged = Greedy("Once upon a time", 5);
+  forged.set_request_id("r1\naccess tenant=\"other\"");
+  const Streamed refused = Generate(forged);
+  EXPECT_EQ(refused.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.status.error_message(), "request_id: contains a control character");
   v1::GenerateRequest r = Greedy("Once upon a time", 5);
-  // A client-chosen id must not be able to forge a second log line.
-  r.set_request_id("r1\naccess tenant=\"other\"");
+  r.set_request_id("r1");
   const Streamed ok = Generate(r);
   ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
   ASSERT_EQ(ok.token_ids.size(), 5u);
@@ -349,13 +355,17 @@ TEST_F(ServerTest, AnonymousTenantIsLabeledAndEachRequestLogsOneEscapedAccessLin
   bad.set_temperature(-1);
   EXPECT_EQ(Generate(bad).status.error_code(), grpc::INVALID_ARGUMENT);
 
-  const std::vector<std::string> lines = WaitForLogLines("access ", 2);
-  ASSERT_EQ(lines.size(), 2u);
+  const std::vector<std::string> lines = WaitForLogLines("access ", 3);
+  ASSERT_EQ(lines.size(), 3u);
   const std::string& rejected = lines[0];  // request_id="bad-1" sorts first
-  const std::string& done = lines[1];
-  EXPECT_EQ(done.rfind(absl::StrCat("access tenant=\"anonymous\" request_id=\"r1\\naccess "
-                                    "tenant=\\\"other\\\"\" status=OK finish_reason=length "
-                                    "prompt_tokens=",
+  const std::string& done = lines[1];      // then "r1" and the escaped "r1\n..."
+  EXPECT_EQ(lines[2].rfind("access tenant=\"anonymous\" request_id=\"r1\\naccess "
+                           "tenant=\\\"other\\\"\" status=INVALID_ARGUMENT ",
+                           0),
+            0u)
+      << lines[2];
+  EXPECT_EQ(done.rfind(absl::StrCat("access tenant=\"anonymous\" request_id=\"r1\" status=OK "
+                                    "finish_reason=length prompt_tokens=",
                                     ok.first_prompt_tokens,
                                     " completion_tokens=5 cached_tokens=0 queue_ms="),
                        0),
@@ -379,7 +389,7 @@ TEST_F(ServerTest, AnonymousTenantIsLabeledAndEachRequestLogsOneEscapedAccessLin
   EXPECT_EQ(value("pagoda:request_success_total{tenant=\"anonymous\",finished_reason=\"length\"}"),
             1);
   EXPECT_EQ(value("pagoda:request_failure_total{tenant=\"anonymous\",code=\"INVALID_ARGUMENT\"}"),
-            1);
+            2);
   EXPECT_EQ(value("pagoda:prompt_tokens_total{tenant=\"anonymous\"}"), ok.first_prompt_tokens);
   EXPECT_EQ(value("pagoda:generation_tokens_total{tenant=\"anonymous\"}"), 5);
   EXPECT_EQ(value("pagoda:request_cancelled_total{tenant=\"anonymous\"}"), 0);
