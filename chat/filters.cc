@@ -31,7 +31,7 @@ Array Items(const std::string& filter, const Value& v, int line) {
     for (char c : v.s) chars.push_back(Value::Str(std::string(1, c)));
     return chars;
   }
-  if (v.IsUndefined()) return {};
+  if (v.IsUndefined() || v.IsNone()) return {};  // llama.cpp: none filters as empty
   TypeError(filter, v, line);
 }
 

@@ -252,6 +252,12 @@ class Interpreter {
         return EvalSlice(n);
       case NodeKind::kCall: {
         Value callee = Eval(*n.kids[0]);
+        if (callee.IsUndefined() &&
+            (n.kids[0]->kind == NodeKind::kAttr || n.kids[0]->kind == NodeKind::kName)) {
+          throw TemplateError("unsupported",
+                              absl::StrCat("unknown function or method '", n.kids[0]->str, "'"),
+                              n.line);
+        }
         if (callee.kind != K::kFunction) {
           Fail(n, absl::StrCat("call of a non-function (", callee.TypeName(), ")"));
         }

@@ -1,4 +1,7 @@
 // Methods of values: `"text".strip()`, `list.append(x)`, `dict.items()`.
+#include <cstdint>
+#include <string>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -78,6 +81,47 @@ Value Split(const std::string& s, const CallArgs& args, bool from_right, int lin
   return Value::MakeArray(std::move(parts));
 }
 
+// Python's str.format for plain fields: "{}", "{0}", "{name}", "{{" and "}}" (no format
+// specs or conversions).
+Value Format(const std::string& s, const CallArgs& args, int line) {
+  std::string out;
+  size_t next_auto = 0;
+  for (size_t k = 0; k < s.size(); ++k) {
+    char c = s[k];
+    if ((c == '{' || c == '}') && k + 1 < s.size() && s[k + 1] == c) {
+      out.push_back(c);
+      ++k;
+      continue;
+    }
+    if (c == '}') throw TemplateError("runtime", "format: single '}'", line);
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    size_t close = s.find('}', k);
+    if (close == std::string::npos) throw TemplateError("runtime", "format: unclosed '{'", line);
+    std::string field = s.substr(k + 1, close - k - 1);
+    if (field.find_first_of(":!.[") != std::string::npos) {
+      throw TemplateError("unsupported", absl::StrCat("unsupported format field {", field, "}"),
+                          line);
+    }
+    Value v;
+    if (field.empty()) {
+      v = GetArg(args, next_auto++, "");
+    } else if (absl::ascii_isdigit(field[0])) {
+      v = GetArg(args, static_cast<size_t>(std::stoul(field)), "");
+    } else {
+      v = GetArg(args, SIZE_MAX, field.c_str());
+    }
+    if (v.IsUndefined()) {
+      throw TemplateError("runtime", absl::StrCat("format: no argument for {", field, "}"), line);
+    }
+    out += v.ToString();
+    k = close;
+  }
+  return Value::Str(out);
+}
+
 Value StringMethod(const std::string& s, const std::string& name, const CallArgs& args, int line) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     return Value::Str(StripText(s, GetArg(args, 0, "chars"), name != "rstrip", name != "lstrip"));
@@ -113,6 +157,7 @@ Value StringMethod(const std::string& s, const std::string& name, const CallArgs
     join_args.positional.push_back(Value::Str(s));
     return ApplyFilter("join", items, join_args, line);
   }
+  if (name == "format") return Format(s, args, line);
   if (name == "isdigit" || name == "isalpha" || name == "isspace") {
     if (s.empty()) return Value::Bool(false);
     for (char c : s) {
@@ -214,9 +259,6 @@ bool IsMethodName(K kind, const std::string& name) {
 
 Value GetMethod(const Value& self, const std::string& name, int line) {
   if (!IsMethodName(self.kind, name)) return Value();
-  if (name == "format") {
-    throw TemplateError("unsupported", "unsupported string method 'format'", line);
-  }
   return Value::Func([self, name, line](CallArgs& args) {
     if (self.IsString()) return StringMethod(self.s, name, args, line);
     if (self.IsArray()) return ArrayMethod(self, name, args, line);

@@ -158,6 +158,7 @@ TEST(ChatJinja, StringAndContainerMethods) {
   EXPECT_EQ(Ok("{{ d.get('a') }}{{ d.get('z', 'none') }}{{ d.keys() | list }}{{ d['a'] }}",
                {{"d", {{"a", 5}}}}),
             "5none['a']5");
+  EXPECT_EQ(Ok("{{ '<{}|{1}|{k}>{{x}}'.format('a', 'b', k='c') }}"), "<a|b|c>{x}");
   EXPECT_EQ(Ok("{% set xs = [] %}{% set _ = xs.append(1) %}{{ xs }}"), "[1]");
 }
 
@@ -210,9 +211,12 @@ TEST(ChatJinja, UnsupportedConstructsAreErrors) {
   EXPECT_THAT(filter.status().message(), HasSubstr("frobnicate"));
   absl::StatusOr<std::string> test = Render("{{ 1 is prime }}");
   EXPECT_EQ(test.status().code(), absl::StatusCode::kUnimplemented);
-  absl::StatusOr<std::string> method = Render("{{ 'a{}'.format(1) }}");
+  absl::StatusOr<std::string> method = Render("{{ 'a'.zfill(3) }}");
   EXPECT_EQ(method.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(method.status().message(), HasSubstr("format"));
+  EXPECT_THAT(method.status().message(), HasSubstr("zfill"));
+  absl::StatusOr<std::string> spec = Render("{{ '{:>4}'.format(1) }}");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(spec.status().message(), HasSubstr("format field"));
 }
 
 TEST(ChatJinja, SyntaxErrorsNameTheLine) {

@@ -68,8 +68,11 @@ def render_template(server, model, template, port):
         now = datetime.datetime.now()
         cases = []
         for case in CASES:
+            # enable_thinking is passed explicitly: left to the server, it becomes true
+            # only for templates its capability probe finds thinking support in.
             body = {"messages": case["messages"],
-                    "add_generation_prompt": case["add_generation_prompt"]}
+                    "add_generation_prompt": case["add_generation_prompt"],
+                    "chat_template_kwargs": {"enable_thinking": True}}
             cases.append(dict(case, prompt=post(port, body)["prompt"]))
         return now, cases
     finally:
@@ -94,11 +97,14 @@ def main():
             # leading BOS text because that vocabulary adds BOS when tokenizing.
             "bos_token": "<s>", "eos_token": "</s>", "strip_leading_bos": True,
                 # What llama.cpp's chat code adds to every render: the date strings
-            # (common_chat_extra_context) and enable_thinking, which the server sets to
-            # true by default whenever the template reacts to it (and which does not
-            # change the output of a template that does not).
+            # (common_chat_extra_context), the enable_thinking kwarg sent above, and the
+            # server's default preserve_reasoning=true kwarg with the variables it sets
+            # (caps_apply_preserve_reasoning in common/jinja/caps.cpp).
             "context": {"date_string": now.strftime("%d %b %Y"),
-                        "datetime": now.strftime("%b %d %Y"), "enable_thinking": True},
+                        "datetime": now.strftime("%b %d %Y"), "enable_thinking": True,
+                        "preserve_reasoning": True, "preserve_thinking": True,
+                        "clear_thinking": False, "truncate_history_thinking": False,
+                        "drop_thinking": False},
             "cases": cases,
         }
         with open(os.path.join(out_dir, name + ".json"), "w") as f:
