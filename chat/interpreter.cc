@@ -15,7 +15,8 @@ using Scope = std::unordered_map<std::string, Value>;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-constexpr int kMaxDepth = 200;  // nested macro calls
+constexpr int kMaxDepth = 200;                     // nested macro calls and loops
+constexpr uint64_t kMaxStringBytes = 64ull << 20;  // one string or the whole output
 
 class Interpreter {
  public:
@@ -24,6 +25,7 @@ class Interpreter {
   Flow ExecBlock(const std::vector<NodePtr>& body, std::string& out) {
     for (const NodePtr& n : body) {
       Flow f = Exec(*n, out);
+      if (out.size() > kMaxStringBytes) Fail(*n, "rendered text too long");
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
@@ -239,7 +241,11 @@ class Interpreter {
         Object o;
         for (size_t k = 0; k + 1 < n.kids.size(); k += 2) {
           Value key = Eval(*n.kids[k]);
-          if (!key.IsString()) Fail(n, "dict keys must be strings");
+          if (!key.IsString()) {
+            throw TemplateError("unsupported",
+                                absl::StrCat("unsupported dict key of type ", key.TypeName()),
+                                n.line);
+          }
           o.emplace_back(key.s, Eval(*n.kids[k + 1]));
         }
         return Value::MakeObject(std::move(o));
@@ -408,6 +414,9 @@ Value Interpreter::Arithmetic(const Node& n, const Value& a, const Value& b) {
     return Value::MakeArray(std::move(joined));
   }
   if (op == "*" && a.IsString() && b.kind == K::kInt) {
+    if (b.i > 0 && a.s.size() * static_cast<uint64_t>(b.i) > kMaxStringBytes) {
+      Fail(n, "string repetition too long");
+    }
     std::string out;
     for (int64_t k = 0; k < b.i; ++k) out += a.s;
     return Value::Str(out);

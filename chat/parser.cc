@@ -109,6 +109,7 @@ class Parser {
   }
 
   NodePtr ParseStatement() {
+    DepthGuard guard(this);
     Next();  // {%
     int line = Peek().line;
     std::string word = ExpectName();
@@ -272,6 +273,7 @@ class Parser {
   }
 
   NodePtr ParseExpression() {
+    DepthGuard guard(this);
     NodePtr value = ParseOr();
     if (!IsName("if")) return value;
     auto n = MakeNode(NodeKind::kCond, Next().line);
@@ -379,6 +381,7 @@ class Parser {
   }
 
   NodePtr ParseUnary(bool with_filter) {
+    DepthGuard guard(this);
     NodePtr n;
     if (IsOp("-") || IsOp("+")) {
       n = MakeNode(NodeKind::kUnary, Peek().line);
@@ -567,8 +570,20 @@ class Parser {
     Fail(absl::StrCat("expected an expression, found '", Peek().text, "'"));
   }
 
+  // Bounds nesting (brackets, unary operators, blocks) so hostile input cannot exhaust the
+  // stack of the parser or of the interpreter's tree walk.
+  struct DepthGuard {
+    explicit DepthGuard(Parser* p) : parser(p) {
+      if (++parser->depth_ > kMaxNesting) parser->Fail("template nested too deeply");
+    }
+    ~DepthGuard() { --parser->depth_; }
+    Parser* parser;
+  };
+  static constexpr int kMaxNesting = 200;
+
   const std::vector<Token>& t_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -214,9 +214,28 @@ TEST(ChatJinja, UnsupportedConstructsAreErrors) {
   absl::StatusOr<std::string> method = Render("{{ 'a'.zfill(3) }}");
   EXPECT_EQ(method.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(method.status().message(), HasSubstr("zfill"));
+  EXPECT_EQ(Render("{% set d = {0: 'a'} %}").status().code(), absl::StatusCode::kUnimplemented);
   absl::StatusOr<std::string> spec = Render("{{ '{:>4}'.format(1) }}");
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(spec.status().message(), HasSubstr("format field"));
+}
+
+TEST(ChatJinja, HostileInputIsAnErrorNotACrash) {
+  EXPECT_EQ(ChatTemplate::Parse("{{ " + std::string(100000, '(') + "1 }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChatTemplate::Parse("{{ " + std::string(100000, '-') + "1 }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string nested;
+  for (int k = 0; k < 1000; ++k) nested += "{% if true %}";
+  EXPECT_EQ(ChatTemplate::Parse(nested).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{{ 'x' * 100000000000 }}").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% for i in range(1000) %}{% for j in range(1000) %}"
+                   "{{ 'x' * 100 }}{% endfor %}{% endfor %}")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChatJinja, SyntaxErrorsNameTheLine) {
