@@ -1,0 +1,68 @@
+// Chat templates: renders a model's `tokenizer.chat_template` (a Jinja template) for a
+// list of messages, as llama.cpp's server does with --jinja. The Jinja subset covers what
+// real templates use; anything outside it is an error naming the construct and line.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pagoda::chat {
+
+struct Node;
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", ...
+  std::string content;
+};
+
+struct RenderOptions {
+  bool add_generation_prompt = true;  // end with the assistant turn's header
+  std::string bos_token;              // the vocabulary's BOS text ("<|begin_of_text|>")
+  std::string eos_token;              // the vocabulary's EOS text
+  // Drop bos_token from the start of the result (the tokenizer adds BOS itself).
+  bool strip_leading_bos = false;
+  // More template variables (date_string, enable_thinking, ...); must be a JSON object.
+  nlohmann::json extra_context = nlohmann::json::object();
+  // Clock for strftime_now(); the current time when unset.
+  std::optional<std::time_t> now;
+};
+
+class ChatTemplate {
+ public:
+  // Parses `source`; InvalidArgument for a syntax error, Unimplemented for a Jinja
+  // statement outside the subset (both name the line).
+  static absl::StatusOr<ChatTemplate> Parse(std::string source);
+
+  // Renders `messages` (after llama.cpp's role workarounds, see supports_system_role);
+  // InvalidArgument carrying the message of the template's
+  // raise_exception() or a type error, Unimplemented for an unsupported filter, test or
+  // method (each naming the line).
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     const RenderOptions& options) const;
+
+  // As Render, with messages as OpenAI-style JSON objects (extra fields are visible to
+  // the template); InvalidArgument when `messages` is not an array of objects.
+  absl::StatusOr<std::string> RenderJson(const nlohmann::json& messages,
+                                         const RenderOptions& options) const;
+
+  // False when the template ignores or refuses a system message (then Render merges it
+  // into the next message, as llama.cpp does).
+  bool supports_system_role() const { return supports_system_role_; }
+
+  // The template text as given to Parse.
+  const std::string& source() const { return *source_; }
+
+ private:
+  ChatTemplate() = default;
+  std::shared_ptr<const std::string> source_;
+  std::shared_ptr<const std::vector<std::unique_ptr<Node>>> program_;
+  bool supports_system_role_ = true;
+};
+
+}  // namespace pagoda::chat

@@ -1,0 +1,18 @@
+// Executes a parsed template against a set of global variables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chat/ast.h"
+#include "chat/value.h"
+
+namespace pagoda::chat {
+
+// Renders `program` with `globals` (an object value: variables and global functions)
+// visible; throws TemplateError on an unsupported construct, a type error or
+// raise_exception. Undefined variables render empty; attributes of undefined are
+// undefined (llama.cpp's lenient behaviour); operations on undefined values are errors.
+std::string Execute(const std::vector<NodePtr>& program, const Value& globals);
+
+}  // namespace pagoda::chat

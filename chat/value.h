@@ -1,0 +1,75 @@
+// A dynamically typed template value: what Jinja expressions evaluate to.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pagoda::chat {
+
+struct Value;
+using Array = std::vector<Value>;
+// Objects keep insertion order (Python dicts do, and templates print them).
+using Object = std::vector<std::pair<std::string, Value>>;
+
+// Positional and keyword arguments of a call.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+// A callable value (macros, global functions, bound methods); may throw TemplateError.
+using Function = std::function<Value(CallArgs&)>;
+
+struct Value {
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kArray, kObject, kFunction };
+
+  Kind kind = Kind::kUndefined;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::shared_ptr<Array> array;    // shared: appends through a method are visible
+  std::shared_ptr<Object> object;  // shared: namespace attributes are assignable
+  std::shared_ptr<Function> function;
+
+  static Value None();
+  static Value Bool(bool v);
+  static Value Int(int64_t v);
+  static Value Float(double v);
+  static Value Str(std::string v);
+  static Value MakeArray(Array v = {});
+  static Value MakeObject(Object v = {});
+  static Value Func(Function fn);
+  // Converts JSON (null, bool, number, string, array, object) to a value.
+  static Value FromJson(const nlohmann::json& j);
+
+  bool IsUndefined() const { return kind == Kind::kUndefined; }
+  bool IsNone() const { return kind == Kind::kNone; }
+  bool IsString() const { return kind == Kind::kString; }
+  bool IsArray() const { return kind == Kind::kArray; }
+  bool IsObject() const { return kind == Kind::kObject; }
+  bool IsNumber() const { return kind == Kind::kInt || kind == Kind::kFloat; }
+
+  // Python truthiness (undefined and none are false, empty containers false).
+  bool Truthy() const;
+  // The text `{{ v }}` prints: undefined prints nothing, none prints "None".
+  std::string ToString() const;
+  // Python repr-like text used inside printed containers ('a' for strings).
+  std::string Repr() const;
+  // JSON text as Python's json.dumps with the given separators; indent < 0: one line.
+  std::string ToJson(int indent, const std::string& item_sep, const std::string& key_sep) const;
+  // Looks up an object key; nullptr when absent or not an object.
+  const Value* Find(const std::string& key) const;
+  // Name of the kind for error messages ("string", "array", ...).
+  std::string TypeName() const;
+};
+
+// Python-style equality (1 == 1.0, deep for containers).
+bool Equals(const Value& a, const Value& b);
+
+}  // namespace pagoda::chat

@@ -1,0 +1,254 @@
+// The Jinja subset of chat/: exact outputs of each construct, and its errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "chat/chat_template.h"
+
+namespace pagoda::chat {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Renders `source` with `context` as extra variables (no messages).
+absl::StatusOr<std::string> Render(const std::string& source,
+                                   nlohmann::json context = nlohmann::json::object()) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);
+  if (!t.ok()) return t.status();
+  RenderOptions options;
+  options.add_generation_prompt = false;
+  options.extra_context = std::move(context);
+  options.now = 0;  // 1970-01-01 UTC
+  return t->RenderJson(nlohmann::json::array(), options);
+}
+
+std::string Ok(const std::string& source, nlohmann::json context = nlohmann::json::object()) {
+  absl::StatusOr<std::string> out = Render(source, std::move(context));
+  EXPECT_TRUE(out.ok()) << source << " -> " << out.status();
+  return out.ok() ? *out : "<error>";
+}
+
+TEST(ChatJinja, TextAndExpressions) {
+  EXPECT_EQ(Ok("plain"), "plain");
+  EXPECT_EQ(Ok("{{ 1 + 2 * 3 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ 2 ** 10 }}"),
+            "7|3|-4|1|1024");
+  EXPECT_EQ(Ok("{{ 7 / 2 }}|{{ 1.5 + 1 }}|{{ 3.0 }}"), "3.5|2.5|3.0");
+  EXPECT_EQ(Ok("{{ 1 ~ none ~ true }}"), "1NoneTrue");
+  // llama.cpp: none or undefined next to a string concatenates as empty.
+  EXPECT_EQ(Ok("{{ 'a' ~ none ~ true }}{{ none ~ 'b' }}"), "aTrueb");
+  EXPECT_EQ(Ok("{{ 'ab' + 'cd' }}{{ 'x' * 3 }}"), "abcdxxx");
+  EXPECT_EQ(Ok("{{ \"q\\\"uote\\n\" }}"), "q\"uote\n");
+  EXPECT_EQ(Ok("{{ 'a' 'b' }}"), "ab");
+  EXPECT_EQ(Ok("{{ [1, 'a', none] }}{{ {'k': 1} }}"), "[1, 'a', None]{'k': 1}");
+  EXPECT_EQ(Ok("{{ 1 < 2 and 2 <= 2 and not 3 > 4 and 1 != 2 }}"), "True");
+  EXPECT_EQ(Ok("{{ 0 or 'x' }}{{ 'y' and '' }}"), "x");
+  EXPECT_EQ(Ok("{{ 'yes' if x else 'no' }}{{ 'z' if false }}", {{"x", 1}}), "yes");
+}
+
+TEST(ChatJinja, UndefinedAndNone) {
+  EXPECT_EQ(Ok("[{{ missing }}]"), "[]");
+  EXPECT_EQ(Ok("[{{ missing.attr }}][{{ missing['k'] }}]"), "[][]");  // llama.cpp: lenient
+  EXPECT_EQ(Ok("{{ missing is defined }}{{ missing is undefined }}{{ none is none }}"),
+            "FalseTrueTrue");
+  EXPECT_EQ(Ok("{{ missing ~ 'a' }}{{ 'b' + none }}"), "ab");
+  EXPECT_EQ(Ok("{{ 'x' in missing }}{{ 'x' not in missing }}"), "FalseTrue");
+  absl::StatusOr<std::string> bad = Render("{{ missing + 1 }}");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::string> none_attr = Render("\n{{ x.y }}", {{"x", nullptr}});
+  EXPECT_EQ(none_attr.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(none_attr.status().message(), HasSubstr("line 2"));
+}
+
+TEST(ChatJinja, WhitespaceControl) {
+  // trim_blocks: a newline after %} goes; lstrip_blocks: indentation before {% goes.
+  EXPECT_EQ(Ok("{% if true %}\n  a\n  {% endif %}\nb"), "  a\nb");
+  EXPECT_EQ(Ok("x  {{- 'y' -}}  \n z"), "xyz");
+  EXPECT_EQ(Ok("a\n  {%- if true -%}\n  b  {%- endif %}"), "ab");
+  EXPECT_EQ(Ok("{{ 'a' }}\n{{ 'b' }}"), "a\nb");  // }} keeps its newline
+  EXPECT_EQ(Ok("a {# note #}\nb {#- x -#} c"), "a bc");
+  EXPECT_EQ(Ok("  {% if true %}x{% endif %}\n  {{ 'y' }}"), "x  y");  // {{ keeps indentation
+  EXPECT_EQ(Ok("line\n"), "line");  // one trailing newline of the source goes
+  EXPECT_EQ(Ok("a\r\nb"), "a\nb");
+}
+
+TEST(ChatJinja, ForLoops) {
+  nlohmann::json ctx = {{"xs", {"a", "b", "c"}}};
+  EXPECT_EQ(Ok("{% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}"
+               "{% endfor %}",
+               ctx),
+            "1a,2b,3c");
+  EXPECT_EQ(Ok("{% for x in xs %}{{ loop.index0 }}{{ loop.first }}{{ loop.length }}"
+               "{{ loop.revindex }} {% endfor %}",
+               ctx),
+            "0True33 1False32 2False31 ");
+  EXPECT_EQ(Ok("{% for x in xs if x != 'b' %}{{ loop.index }}{{ x }}{% endfor %}", ctx), "1a2c");
+  EXPECT_EQ(Ok("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(Ok("{% for x in xs %}{% if x == 'b' %}{% break %}{% endif %}{{ x }}{% endfor %}", ctx),
+            "a");
+  EXPECT_EQ(Ok("{% for x in xs %}{% if x == 'b' %}{% continue %}{% endif %}{{ x }}"
+               "{% endfor %}",
+               ctx),
+            "ac");
+  EXPECT_EQ(
+      Ok("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", {{"d", {{"a", 1}, {"b", 2}}}}),
+      "a=1;b=2;");
+  EXPECT_EQ(Ok("{% for i in range(3) %}{{ i }}{% endfor %}{% for i in range(5, 1, -2) %}"
+               "{{ i }}{% endfor %}"),
+            "01253");
+  EXPECT_EQ(Ok("{% for x in missing %}x{% endfor %}."), ".");
+}
+
+TEST(ChatJinja, SetScopesAndNamespaces) {
+  EXPECT_EQ(Ok("{% set x = 1 %}{% for i in [1, 2] %}{% set x = i %}{% endfor %}{{ x }}"), "1");
+  EXPECT_EQ(Ok("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}"
+               "{% endfor %}{{ ns.x }}"),
+            "4");
+  EXPECT_EQ(Ok("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
+  EXPECT_EQ(Ok("{% set block %}in{{ 1 }}{% endset %}[{{ block }}]"), "[in1]");
+  EXPECT_EQ(Ok("{% if true %}{% set y = 'set in if' %}{% endif %}{{ y }}"), "set in if");
+}
+
+TEST(ChatJinja, Conditions) {
+  const char* t = "{% if x == 1 %}one{% elif x == 2 %}two{% else %}many{% endif %}";
+  EXPECT_EQ(Ok(t, {{"x", 1}}), "one");
+  EXPECT_EQ(Ok(t, {{"x", 2}}), "two");
+  EXPECT_EQ(Ok(t, {{"x", 3}}), "many");
+  EXPECT_EQ(Ok("{{ 'b' in 'abc' }}{{ 2 in [1, 2] }}{{ 'k' in {'k': 0} }}{{ 3 not in [3] }}"),
+            "TrueTrueTrueFalse");
+}
+
+TEST(ChatJinja, Macros) {
+  EXPECT_EQ(Ok("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+               "{{ greet('Ann') }} {{ greet('Bo', punct='?') }}"),
+            "Hi Ann! Hi Bo?");
+  EXPECT_EQ(Ok("{% macro wrap() %}[{{ caller() }}]{% endmacro %}"
+               "{% call wrap() %}inner{% endcall %}"),
+            "[inner]");
+}
+
+TEST(ChatJinja, Filters) {
+  EXPECT_EQ(Ok("{{ '  a b \n' | trim }}|{{ 'Ab' | upper }}{{ 'Ab' | lower }}"), "a b|ABab");
+  EXPECT_EQ(Ok("{{ [1, 2, 3] | length }}{{ 'abcd' | length }}{{ {'a': 1} | length }}"), "341");
+  EXPECT_EQ(Ok("{{ 'a-b-c' | replace('-', '+') }}{{ [1, 2] | join(', ') }}"), "a+b+c1, 2");
+  EXPECT_EQ(Ok("{{ missing | default('d') }}{{ '' | default('e', true) }}{{ 0 | default(5) }}"),
+            "de0");
+  EXPECT_EQ(Ok("{{ [1, 2, 3] | first }}{{ [1, 2, 3] | last }}{{ 12 | string }}"), "1312");
+  EXPECT_EQ(Ok("{{ {'a': 1, 'b': [true, none]} | tojson }}"), "{\"a\": 1, \"b\": [true, null]}");
+  EXPECT_EQ(Ok("{{ {'a': [1]} | tojson(indent=2) }}"), "{\n  \"a\": [\n    1\n  ]\n}");
+  EXPECT_EQ(Ok("{{ 'é\"\n' | tojson }}"), "\"é\\\"\\n\"");
+  EXPECT_EQ(Ok("{% for k, v in {'x': 1} | items %}{{ k }}{{ v }}{% endfor %}"), "x1");
+  EXPECT_EQ(Ok("{{ ms | selectattr('role', 'equalto', 'user') | map(attribute='c') | list }}",
+               {{"ms", {{{"role", "user"}, {"c", "u1"}}, {{"role", "tool"}, {"c", "t"}}}}}),
+            "['u1']");
+  EXPECT_EQ(Ok("{{ [3, 1, 2] | sort | join }}{{ [1, 2] | reverse | join }}{{ 'hi' | capitalize }}"),
+            "12321Hi");
+  EXPECT_EQ(Ok("{{ 'a\nb' | indent(2) }}|{{ '3' | int + 1 }}|{{ [1, 2.5] | sum }}"),
+            "a\n  b|4|3.5");
+}
+
+TEST(ChatJinja, StringAndContainerMethods) {
+  EXPECT_EQ(Ok("{{ '  x  '.strip() }}|{{ 'xxyxx'.lstrip('x') }}|{{ 'ab  '.rstrip() }}"),
+            "x|yxx|ab");
+  EXPECT_EQ(Ok("{{ 'hello'.startswith('he') }}{{ 'hello'.endswith(('x', 'lo')) }}"), "TrueTrue");
+  EXPECT_EQ(Ok("{{ 'a,b,,c'.split(',') }}{{ ' a  b '.split() }}{{ 'a/b/c'.rsplit('/', 1) }}"),
+            "['a', 'b', '', 'c']['a', 'b']['a/b', 'c']");
+  EXPECT_EQ(Ok("{{ 'abc'.upper() }}{{ 'x-y'.replace('-', '') }}{{ 'abc'.find('c') }}"), "ABCxy2");
+  EXPECT_EQ(Ok("{{ d.get('a') }}{{ d.get('z', 'none') }}{{ d.keys() | list }}{{ d['a'] }}",
+               {{"d", {{"a", 5}}}}),
+            "5none['a']5");
+  EXPECT_EQ(Ok("{{ '<{}|{1}|{k}>{{x}}'.format('a', 'b', k='c') }}"), "<a|b|c>{x}");
+  EXPECT_EQ(Ok("{% set xs = [] %}{% set _ = xs.append(1) %}{{ xs }}"), "[1]");
+}
+
+TEST(ChatJinja, IndexingAndSlicing) {
+  nlohmann::json ctx = {{"xs", {1, 2, 3, 4}}, {"s", "hello"}};
+  EXPECT_EQ(Ok("{{ xs[0] }}{{ xs[-1] }}{{ xs[1:] }}{{ xs[:2] }}{{ xs[::-1] }}{{ xs[1:-1] }}", ctx),
+            "14[2, 3, 4][1, 2][4, 3, 2, 1][2, 3]");
+  EXPECT_EQ(Ok("{{ s[1:3] }}{{ s[-3:] }}{{ s[0] }}[{{ xs[10] }}]", ctx), "ellloh[]");
+}
+
+TEST(ChatJinja, Tests) {
+  EXPECT_EQ(Ok("{{ 'a' is string }}{{ 1 is number }}{{ 1 is integer }}{{ 1.0 is float }}"
+               "{{ {} is mapping }}{{ [] is iterable }}{{ 'a' is not string }}{{ 4 is even }}"
+               "{{ 6 is divisibleby 3 }}{{ false is false }}{{ 1 is sameas 1 }}"),
+            "TrueTrueTrueTrueTrueTrueFalseTrueTrueTrueTrue");
+}
+
+TEST(ChatJinja, GlobalsAndMessages) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m['content'] }}{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}{{ eos_token }}");
+  ASSERT_TRUE(t.ok()) << t.status();
+  RenderOptions options;
+  options.bos_token = "<s>";
+  options.eos_token = "</s>";
+  absl::StatusOr<std::string> out = t->Render({{"user", "hi"}, {"assistant", "yo"}}, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "<s><user>hi<assistant>yo<assistant></s>");
+  options.add_generation_prompt = false;
+  options.strip_leading_bos = true;
+  EXPECT_EQ(*t->Render({{"user", "hi"}}, options), "<user>hi</s>");
+  EXPECT_EQ(Ok("{{ strftime_now('%Y-%m-%d') }}"), "1970-01-01");
+}
+
+TEST(ChatJinja, RaiseExceptionCarriesTheMessage) {
+  absl::StatusOr<std::string> out =
+      Render("ok\n{{ raise_exception('Conversation roles must alternate') }}");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("Conversation roles must alternate"));
+}
+
+TEST(ChatJinja, UnsupportedConstructsAreErrors) {
+  absl::StatusOr<std::string> stmt = Render("a\n{% include 'x.jinja' %}");
+  EXPECT_EQ(stmt.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(stmt.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(stmt.status().message(), HasSubstr("include"));
+  absl::StatusOr<std::string> filter = Render("{{ 'x' | frobnicate }}");
+  EXPECT_EQ(filter.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(filter.status().message(), HasSubstr("frobnicate"));
+  absl::StatusOr<std::string> test = Render("{{ 1 is prime }}");
+  EXPECT_EQ(test.status().code(), absl::StatusCode::kUnimplemented);
+  absl::StatusOr<std::string> method = Render("{{ 'a'.zfill(3) }}");
+  EXPECT_EQ(method.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(method.status().message(), HasSubstr("zfill"));
+  EXPECT_EQ(Render("{% set d = {0: 'a'} %}").status().code(), absl::StatusCode::kUnimplemented);
+  absl::StatusOr<std::string> spec = Render("{{ '{:>4}'.format(1) }}");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(spec.status().message(), HasSubstr("format field"));
+}
+
+TEST(ChatJinja, HostileInputIsAnErrorNotACrash) {
+  EXPECT_EQ(ChatTemplate::Parse("{{ " + std::string(100000, '(') + "1 }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChatTemplate::Parse("{{ " + std::string(100000, '-') + "1 }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string nested;
+  for (int k = 0; k < 1000; ++k) nested += "{% if true %}";
+  EXPECT_EQ(ChatTemplate::Parse(nested).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{{ 'x' * 100000000000 }}").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% for i in range(1000) %}{% for j in range(1000) %}"
+                   "{{ 'x' * 100 }}{% endfor %}{% endfor %}")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChatJinja, SyntaxErrorsNameTheLine) {
+  for (const char* bad : {"{% if x %}never closed", "{{ 1 + }}", "{% for x %}{% endfor %}",
+                          "{{ 'open }}", "{% endif %}", "{# open comment", "{{ 1 }"}) {
+    absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    if (!t.ok()) {
+      EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_THAT(t.status().message(), HasSubstr("line 1")) << bad;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::chat
