@@ -114,6 +114,7 @@ bool RunBatch(engine::Engine& engine, Collector& collector, int32_t n, int32_t c
   std::mt19937 rng(n * 131 + context);
   std::uniform_int_distribution<int32_t> id(3, engine.model_config().vocab_size - 1);
   std::vector<std::shared_ptr<DoneSink>> sinks;
+  engine.Pause();  // all n requests enter in one step, whatever the thread timing
   for (int32_t i = 0; i < n; ++i) {
     engine::GenerationRequest r;
     r.prompt_token_ids.push_back(1);
@@ -126,10 +127,12 @@ bool RunBatch(engine::Engine& engine, Collector& collector, int32_t n, int32_t c
     sinks.push_back(std::make_shared<DoneSink>());
     auto s = engine.Submit(std::move(r), sinks.back());
     if (!s.ok()) {
+      engine.Resume();
       std::fprintf(stderr, "submit: %s\n", std::string(s.status().message()).c_str());
       return false;
     }
   }
+  engine.Resume();
   bool ok = true;
   for (auto& s : sinks) {
     const absl::Status st = s->Wait();

@@ -346,6 +346,16 @@ absl::Status Engine::SetTenants(std::vector<TenantConfig> tenants) {
   return absl::OkStatus();
 }
 
+void Engine::Pause() {
+  MutexLock lock(&mu_);
+  paused_ = true;
+}
+
+void Engine::Resume() {
+  MutexLock lock(&mu_);
+  paused_ = false;
+}
+
 void Engine::Abort(RequestHandle handle) {
   MutexLock lock(&mu_);
   aborts_.push_back(handle);
@@ -380,7 +390,8 @@ void Engine::Loop() {
     {
       MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || has_work_ || !intake_.empty() || !aborts_.empty() || tenants_changed_;
+        return stop_ || (!paused_ && (has_work_ || !intake_.empty() || !aborts_.empty() ||
+                                      tenants_changed_));
       };
       mu_.Await(ready);
       if (stop_) break;

@@ -127,6 +127,11 @@ class Engine {
   // Aborts a request: within one step its blocks are free and its sink gets finish
   // reason kAbort. Unknown or finished handles are ignored.
   void Abort(RequestHandle handle);
+  // Holds the engine thread before its next step (a step in progress finishes) until
+  // Resume(); requests submitted meanwhile enter together. For benchmarks and tests that
+  // need a batch to arrive in one step.
+  void Pause();
+  void Resume();
 
   EngineStats Stats() const;
   const model::Tokenizer& tokenizer() const;
@@ -172,6 +177,7 @@ class Engine {
   std::vector<RequestHandle> aborts_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool has_work_ ABSL_GUARDED_BY(mu_) = false;  // the core has sequences in flight
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   int32_t core_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
