@@ -41,6 +41,7 @@ class FairSharePolicy final : public SchedulingPolicy {
   size_t PickNextWaiting(const std::deque<Sequence*>& waiting,
                          const std::vector<bool>& blocked) override;
   Sequence* PickVictim(const std::vector<Sequence*>& candidates) override;
+  bool RebalancesRunSlots() const override { return true; }
 
   // The normalized counter of tenant `tenant` (an index of the last table); 0 if unknown.
   double counter(int32_t tenant) const;

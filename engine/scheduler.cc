@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pagoda::engine {
 
@@ -48,7 +49,10 @@ SchedulerOutput Scheduler::Schedule() {
   int32_t budget = config_.max_batched_tokens;
   ScheduleRunning(&out, &budget);
   // A step that had to preempt admits nobody: the pool is already short.
-  if (out.preempted.empty()) ScheduleWaiting(&out, &budget);
+  if (out.preempted.empty()) {
+    ScheduleWaiting(&out, &budget);
+    RebalanceRunSlots(&out, &budget);
+  }
   return out;
 }
 
@@ -185,6 +189,58 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     out->num_tokens += n;
     *budget -= n;
     policy_->OnScheduled(*seq, n);
+  }
+}
+
+void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
+  if (!policy_->RebalancesRunSlots()) return;
+  const auto max_seqs = static_cast<size_t>(config_.max_seqs);
+  // Each round admits one sequence of a tenant below its share: at most max_seqs rounds.
+  for (int32_t round = 0; round < config_.max_seqs; ++round) {
+    if (waiting_.empty() || *budget <= 0 || running_.size() < max_seqs) return;
+    double active_weight = 0;
+    for (const TenantState& t : tenants_) {
+      if (t.active()) active_weight += t.config.weight;
+    }
+    const auto share = [&](const TenantState& t) {
+      return static_cast<double>(config_.max_seqs) * t.config.weight / active_weight;
+    };
+    std::vector<bool> blocked(tenants_.size(), false);
+    for (size_t t = 0; t < tenants_.size(); ++t) {
+      const TenantConfig& c = tenants_[t].config;
+      blocked[t] = c.max_running_requests > 0 && tenants_[t].num_running >= c.max_running_requests;
+    }
+    const size_t index = policy_->PickNextWaiting(waiting_, blocked);
+    if (index >= waiting_.size()) return;
+    const Sequence* next = waiting_[index];
+    const TenantState& wanting = tenants_[next->tenant_index];
+    // Strictly below the floor of its share, and the giver strictly above the ceiling of
+    // its own: a slot never moves back and forth.
+    if (wanting.num_running >= std::floor(share(wanting))) return;
+    int32_t giver = -1;
+    double most = 0;
+    for (size_t t = 0; t < tenants_.size(); ++t) {
+      const double excess = tenants_[t].num_running - std::ceil(share(tenants_[t]));
+      if (static_cast<int32_t>(t) != next->tenant_index && excess > most) {
+        giver = static_cast<int32_t>(t);
+        most = excess;
+      }
+    }
+    if (giver < 0) return;
+    Sequence* victim = nullptr;
+    for (Sequence* s : VictimCandidates(nullptr)) {
+      if (s->tenant_index == giver && (victim == nullptr || s->id > victim->id)) victim = s;
+    }
+    if (victim == nullptr) return;
+    const int32_t need = kv_->BlocksNeeded(next->id, next->num_computed + ChunkSize(next, *budget));
+    const auto freed = static_cast<int32_t>(kv_->BlockTable(victim->id).size());
+    if (need > AvailableBlocks(next->tenant_index) + freed) return;
+    size_t end = running_.size();
+    PreemptRunning(victim, &end, out, budget);
+    const size_t before = running_.size();
+    ScheduleWaiting(out, budget);
+    // Nothing admitted after all, or the slot went back to the giver: stop.
+    if (running_.size() == before || victim->status == SeqStatus::kRunning) return;
   }
 }
 

@@ -97,6 +97,10 @@ class Scheduler {
   int32_t ChunkSize(const Sequence* seq, int32_t budget) const;
   void ScheduleRunning(SchedulerOutput* out, int32_t* budget);
   void ScheduleWaiting(SchedulerOutput* out, int32_t* budget);
+  // With every run slot taken, moves slots from tenants above their weighted share of
+  // max_seqs to the policy's next waiting sequence when its tenant is below its share (when
+  // the policy asks for it: SchedulingPolicy::RebalancesRunSlots).
+  void RebalanceRunSlots(SchedulerOutput* out, int32_t* budget);
 
   SchedulerConfig config_;
   KvCacheManager* kv_;

@@ -33,6 +33,9 @@ class SchedulingPolicy {
                                  const std::vector<bool>& blocked) = 0;
   // The sequence to preempt among non-empty `candidates` (running, not floor-protected).
   virtual Sequence* PickVictim(const std::vector<Sequence*>& candidates) = 0;
+  // True when a tenant below its weighted share of the run slots may take a slot from a
+  // tenant above its share (the newest sequence of the one furthest above is preempted).
+  virtual bool RebalancesRunSlots() const { return false; }
 };
 
 // True when `blocked` marks `seq`'s tenant.

@@ -435,5 +435,36 @@ TEST(FairSharePolicyTest, TableChangeKeepsSequencesInFlight) {
   sim.RunToEnd();
 }
 
+// Every run slot taken by a: b, below its share (2 of 4 slots at equal weights), takes
+// a's newest slot for each request up to its share; beyond it, b waits. FCFS never does.
+TEST(FairSharePolicyTest, TenantBelowItsShareOfRunSlotsTakesOneFromTheTenantAbove) {
+  for (bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "fair share" : "fcfs");
+    TenantSim sim(64, 4, {.max_batched_tokens = 64, .max_seqs = 4},
+                  {Tenant("a", 1), Tenant("b", 1)}, fair);
+    for (int i = 0; i < 6; ++i) sim.Add("a", 4, 8);
+    sim.Step();
+    EXPECT_THAT(sim.Running(), ElementsAre("a1", "a2", "a3", "a4"));
+    sim.Add("b", 4, 8);
+    sim.Step();
+    if (fair) {
+      EXPECT_THAT(sim.victims(), ElementsAre("a4"));
+      EXPECT_THAT(sim.Running(), ElementsAre("a1", "a2", "a3", "b1"));
+    } else {
+      EXPECT_TRUE(sim.victims().empty());
+      EXPECT_THAT(sim.Running(), ElementsAre("a1", "a2", "a3", "a4"));
+    }
+    sim.Add("b", 4, 8);
+    sim.Add("b", 4, 8);
+    sim.Step();
+    if (fair) {
+      // b2 takes a3's slot; b3 would put b above its share: it waits.
+      EXPECT_THAT(sim.victims(), ElementsAre("a4", "a3"));
+      EXPECT_THAT(sim.Running(), ElementsAre("a1", "a2", "b1", "b2"));
+    }
+    sim.RunToEnd();
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::engine
