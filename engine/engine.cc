@@ -374,6 +374,48 @@ TenantStats& TenantEntry(EngineStats* stats, const std::string& name) {
 
 }  // namespace
 
+ModelInfo Engine::model_info() const {
+  const model::LlamaConfig& c = core_->model_config();
+  const model::Tokenizer& tok = core_->tokenizer();
+  ModelInfo info{.architecture = c.architecture,
+                 .vocab_size = c.vocab_size,
+                 .context_length = c.context_length,
+                 .num_layers = c.num_layers,
+                 .hidden_size = c.dim,
+                 .num_heads = c.num_heads,
+                 .num_kv_heads = c.num_kv_heads,
+                 .head_dim = c.head_dim,
+                 .bos_token_id = tok.bos_id(),
+                 .eos_token_id = tok.eos_id(),
+                 .eog_token_ids = tok.eog_ids(),
+                 .backend = core_->backend().name(),
+                 .kv_cache_dtype = std::string(kernels::DTypeName(core_->kv_dtype()))};
+  return info;
+}
+
+absl::StatusOr<std::vector<int32_t>> Engine::Tokenize(std::string_view text,
+                                                      std::optional<bool> add_bos,
+                                                      bool parse_special) const {
+  if (static_cast<int64_t>(text.size()) > max_prompt_bytes_) {
+    return Invalid("text", absl::StrCat("has ", text.size(), " bytes; at most ", max_prompt_bytes_,
+                                        " are accepted (max_prompt_bytes)"));
+  }
+  if (!model::IsValidUtf8(text)) return Invalid("text", "is not valid UTF-8");
+  const model::Tokenizer& tok = core_->tokenizer();
+  return tok.Encode(text, add_bos.value_or(tok.add_bos()), parse_special);
+}
+
+absl::StatusOr<std::string> Engine::Detokenize(const std::vector<int32_t>& ids) const {
+  const model::Tokenizer& tok = core_->tokenizer();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= tok.vocab_size()) {
+      return Invalid("token_ids",
+                     absl::StrCat(ids[i], " at index ", i, " is outside the vocabulary"));
+    }
+  }
+  return tok.Decode(ids, /*strip_leading_space=*/true);
+}
+
 EngineStats Engine::Stats() const {
   MutexLock lock(&mu_);
   EngineStats s = stats_;

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -93,6 +95,23 @@ struct EngineStats {
   absl::Time last_step_time = absl::InfinitePast();
 };
 
+// What clients may know of the model and the engine (GetModelInfo): no file paths.
+struct ModelInfo {
+  std::string architecture;
+  int32_t vocab_size = 0;
+  int32_t context_length = 0;
+  int32_t num_layers = 0;
+  int32_t hidden_size = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t bos_token_id = -1;
+  int32_t eos_token_id = -1;
+  std::vector<int32_t> eog_token_ids;
+  std::string backend;
+  std::string kv_cache_dtype;
+};
+
 using RequestHandle = uint64_t;
 
 struct SubmitResult {
@@ -134,6 +153,14 @@ class Engine {
   void Resume();
 
   EngineStats Stats() const;
+  ModelInfo model_info() const;
+  // Token ids of `text` (BOS first when `add_bos`, unset: the model's default);
+  // InvalidArgument for invalid UTF-8 or more than max_prompt_bytes ("text: ...").
+  absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, std::optional<bool> add_bos,
+                                                bool parse_special) const;
+  // The text of `ids` (a leading SentencePiece space stripped); InvalidArgument names an id
+  // outside the vocabulary ("token_ids: ...").
+  absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& ids) const;
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }

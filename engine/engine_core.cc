@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   // Left uninitialized: attention only reads slots its own sequence has written.
   ASSIGN_OR_RETURN(core->kv_buffer_, core->backend_->Allocate(shape.total_bytes()));
   const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
+  core->kv_dtype_ = shape.dtype;
 
   core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size);
   SchedulerConfig sc{.max_batched_tokens = config.max_batched_tokens,

@@ -47,6 +47,7 @@ class Engine::Core {
   const model::LlamaConfig& model_config() const { return model_->config(); }
   const kernels::Backend& backend() const { return *backend_; }
   const KvCacheManager& kv() const { return *kv_; }
+  kernels::DType kv_dtype() const { return kv_dtype_; }
 
  private:
   Core() = default;
@@ -67,6 +68,7 @@ class Engine::Core {
   absl::flat_hash_map<RequestHandle, std::unique_ptr<Sequence>> seqs_;
   std::vector<float> logits_;
   StepObserver* observer_ = nullptr;
+  kernels::DType kv_dtype_ = kernels::DType::kF32;
   PolicyKind policy_kind_ = PolicyKind::kAuto;
   bool fair_share_ = false;  // the scheduler runs FairSharePolicy
   int64_t num_steps_ = 0;

@@ -1,8 +1,9 @@
 #include "server/generation_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "model/llama_config.h"
-#include "model/tokenizer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+#include "pagoda/internal/raw_tokenize_request.pb.h"
 #include "server/generate_reactor.h"
 #include "server/request_convert.h"
 
@@ -44,17 +45,27 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
-                                                      const v1::TokenizeRequest* request,
-                                                      v1::TokenizeResponse* response) {
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
   if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
     return FinishUnary(context, ToGrpcStatus(caller.status()));
   }
-  const model::Tokenizer& tok = engine_->tokenizer();
-  const bool add_bos = request->has_add_bos() ? request->add_bos() : tok.add_bos();
-  const bool parse_special = !request->has_parse_special() || request->parse_special();
-  for (int32_t id : tok.Encode(request->text(), add_bos, parse_special)) {
-    response->add_token_ids(id);
+  internal::RawTokenizeRequest raw;
+  grpc::ByteBuffer copy(*request);
+  grpc::ProtoBufferReader reader(&copy);
+  if (!raw.ParseFromZeroCopyStream(&reader)) {
+    return FinishUnary(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                             "request: not a valid TokenizeRequest message"));
   }
+  absl::StatusOr<std::vector<int32_t>> ids = engine_->Tokenize(
+      raw.text(), raw.has_add_bos() ? std::optional<bool>(raw.add_bos()) : std::nullopt,
+      !raw.has_parse_special() || raw.parse_special());
+  if (!ids.ok()) return FinishUnary(context, ToGrpcStatus(ids.status()));
+  v1::TokenizeResponse out;
+  out.mutable_token_ids()->Add(ids->begin(), ids->end());
+  grpc::ProtoBufferWriter writer(response, grpc::kProtoBufferWriterMaxBufferLength,
+                                 static_cast<int>(out.ByteSizeLong()));
+  out.SerializeToZeroCopyStream(&writer);
   return FinishUnary(context, grpc::Status::OK);
 }
 
@@ -64,17 +75,10 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
   if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
     return FinishUnary(context, ToGrpcStatus(caller.status()));
   }
-  const model::Tokenizer& tok = engine_->tokenizer();
-  for (int i = 0; i < request->token_ids_size(); ++i) {
-    const int32_t id = request->token_ids(i);
-    if (id < 0 || id >= tok.vocab_size()) {
-      return FinishUnary(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                               absl::StrCat("token_ids: ", id, " at index ", i,
-                                                            " is outside the vocabulary")));
-    }
-  }
   const std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
-  response->set_text(tok.Decode(ids, /*strip_leading_space=*/true));
+  absl::StatusOr<std::string> text = engine_->Detokenize(ids);
+  if (!text.ok()) return FinishUnary(context, ToGrpcStatus(text.status()));
+  response->set_text(*std::move(text));
   return FinishUnary(context, grpc::Status::OK);
 }
 
@@ -84,20 +88,22 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
     return FinishUnary(context, ToGrpcStatus(caller.status()));
   }
-  const model::LlamaConfig& c = engine_->model_config();
+  const engine::ModelInfo m = engine_->model_info();
   const engine::EngineStats stats = engine_->Stats();
   info->set_model(model_name_);
-  info->set_architecture(c.architecture);
-  info->set_vocab_size(c.vocab_size);
-  info->set_context_length(c.context_length);
-  info->set_num_layers(c.num_layers);
-  info->set_hidden_size(c.dim);
-  info->set_num_heads(c.num_heads);
-  info->set_num_kv_heads(c.num_kv_heads);
-  info->set_head_dim(c.head_dim);
-  info->set_bos_token_id(engine_->tokenizer().bos_id());
-  info->set_eos_token_id(engine_->tokenizer().eos_id());
-  info->set_backend(engine_->backend_name());
+  info->set_architecture(m.architecture);
+  info->set_vocab_size(m.vocab_size);
+  info->set_context_length(m.context_length);
+  info->set_num_layers(m.num_layers);
+  info->set_hidden_size(m.hidden_size);
+  info->set_num_heads(m.num_heads);
+  info->set_num_kv_heads(m.num_kv_heads);
+  info->set_head_dim(m.head_dim);
+  info->set_bos_token_id(m.bos_token_id);
+  info->set_eos_token_id(m.eos_token_id);
+  info->mutable_eog_token_ids()->Add(m.eog_token_ids.begin(), m.eog_token_ids.end());
+  info->set_kv_cache_dtype(m.kv_cache_dtype);
+  info->set_backend(m.backend);
   info->set_block_size(engine_->config().block_size);
   info->set_num_blocks(stats.num_blocks);
   info->set_max_batched_tokens(engine_->config().max_batched_tokens);

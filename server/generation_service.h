@@ -1,5 +1,7 @@
-// The pagoda.v1.Generation service on gRPC's callback API. Generate is registered raw (it
-// parses its request itself, see raw_generate_request.proto); the unary methods are typed.
+// The pagoda.v1.Generation service on gRPC's callback API. Generate and Tokenize are
+// registered raw (they parse their requests themselves, so invalid UTF-8 is an
+// INVALID_ARGUMENT naming the field: see raw_generate_request.proto); the others are typed.
+// It reaches the model only through the engine API.
 #pragma once
 
 #include <atomic>
@@ -14,7 +16,8 @@
 namespace pagoda::server {
 
 class GenerationService final
-    : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
+    : public v1::Generation::WithRawCallbackMethod_Generate<
+          v1::Generation::WithRawCallbackMethod_Tokenize<v1::Generation::CallbackService>> {
  public:
   // Serves `engine` to the callers `tenants` authenticates (both must outlive it).
   GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,
@@ -23,8 +26,8 @@ class GenerationService final
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
                                        const v1::DetokenizeRequest* request,
                                        v1::DetokenizeResponse* response) override;

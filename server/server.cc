@@ -77,6 +77,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddListeningPort(address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // A second daemon on the same port must fail to start, not share (and take) the traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
@@ -103,6 +105,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
 absl::Status Server::StartMetricsEndpoint() {
   http_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which would let a second
+  // daemon bind the same port and take the probes.
+  http_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // Idle connections hold a worker until the read timeout: keep it short and the pool wider
+  // than cpp-httplib's default, so a few idle peers cannot starve /health for long.
+  http_->new_task_queue = [] { return new httplib::ThreadPool(16); };
+  http_->set_read_timeout(2, 0);
+  http_->set_keep_alive_timeout(2);
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(), "text/plain; version=0.0.4");
   });

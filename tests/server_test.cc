@@ -280,6 +280,25 @@ TEST_F(ServerTest, ExpiredDeadlineAbortsAndFrees) {
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
 }
 
+// Regression (hardening): a second daemon bound the same ports (SO_REUSEPORT) and silently
+// took traffic. Now its start fails, naming the address, and the first one keeps serving.
+TEST_F(ServerTest, ASecondServerCannotBindTheSamePorts) {
+  StartServer();
+  auto other_engine = testing::StoriesEngine();
+  ASSERT_NE(other_engine, nullptr);
+  auto same_grpc = server::Server::Start(
+      {.host = "127.0.0.1", .port = server_->port(), .metrics_port = 0}, other_engine.get());
+  EXPECT_EQ(same_grpc.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(same_grpc.status().message(), absl::StrCat("cannot listen on 127.0.0.1:", server_->port()));
+  auto same_metrics = server::Server::Start(
+      {.host = "127.0.0.1", .port = 0, .metrics_port = server_->metrics_port()},
+      other_engine.get());
+  EXPECT_EQ(same_metrics.status().code(), absl::StatusCode::kUnavailable);
+  const Streamed ok = Generate(Greedy("Once upon a time", 5));
+  ASSERT_TRUE(ok.status.ok());
+  EXPECT_EQ(ok.token_ids, (std::vector<int32_t>{432, 383, 286, 261, 376}));
+}
+
 TEST_F(ServerTest, InvalidInputsGetTheirCodesAndTheDaemonStillServes) {
   StartServer();
   struct Case {
@@ -456,6 +475,23 @@ TEST_F(ServerTest, TokenizeDetokenizeModelInfoAndHealth) {
   EXPECT_EQ(info.num_kv_heads(), 4);
   EXPECT_EQ(info.context_length(), 2048);
   EXPECT_EQ(info.backend(), "cpu");
+  EXPECT_EQ(info.kv_cache_dtype(), "f32");
+  EXPECT_EQ(std::vector<int32_t>(info.eog_token_ids().begin(), info.eog_token_ids().end()),
+            engine_->tokenizer().eog_ids());
+  // Regression (hardening): invalid UTF-8 answered UNIMPLEMENTED (the typed request failed
+  // to parse inside gRPC); now the field is named. Ids outside the vocabulary likewise.
+  v1::TokenizeRequest bad;
+  bad.set_text("caf\xc3");  // the C++ client sends proto3 strings unchecked
+  v1::TokenizeResponse unused;
+  const grpc::Status bad_status = client_->Tokenize(bad, &unused);
+  EXPECT_EQ(bad_status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(bad_status.error_message(), "text: is not valid UTF-8");
+  v1::DetokenizeRequest outside;
+  outside.add_token_ids(3);
+  outside.add_token_ids(512);
+  grpc::Status outside_status = client_->Detokenize(outside, &text);
+  EXPECT_EQ(outside_status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(outside_status.error_message(), "token_ids: 512 at index 1 is outside the vocabulary");
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext ctx;
   grpc::health::v1::HealthCheckResponse resp;
@@ -601,6 +637,13 @@ TEST(DaemonTest, SigtermDrainsInFlightStreamsAndExitsZero) {
       {"--model", testing::ModelPath("stories260K.gguf"), "--drain-timeout", "3600s"}));
   auto channel = *client::MakeChannel({.address = daemon.address()});
   EXPECT_EQ(Health(daemon.address()), grpc::health::v1::HealthCheckResponse::SERVING);
+  {
+    // Regression (hardening): GetModelInfo named the model by its absolute path.
+    client::GenerationClient c(channel, "");
+    v1::ModelInfo info;
+    ASSERT_TRUE(c.GetModelInfo(&info).ok());
+    EXPECT_EQ(info.model(), "stories260K");
+  }
   std::atomic<int> started{0};
   std::vector<Streamed> results(8);
   std::vector<std::thread> threads;
@@ -631,6 +674,12 @@ TEST(DaemonTest, SigtermDrainsInFlightStreamsAndExitsZero) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(testing::HttpGet(daemon.metrics_port(), "/health"), "NOT_SERVING\n");
+  // More signals during the drain change nothing, whichever thread the kernel hands them to
+  // (regression: OpenBLAS's threads, started before main blocked the signals, took the
+  // second SIGTERM with its default action and the process died, resetting every stream).
+  daemon.Signal(SIGTERM);
+  daemon.Signal(SIGINT);
+  daemon.Signal(SIGTERM);
   while (!ConnectionRefused(daemon.port()) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }

@@ -1,5 +1,7 @@
-// `pagoda serve`: the gRPC daemon. SIGTERM or SIGINT drains it gracefully and exits 0;
-// SIGHUP reloads the tenants file.
+// `pagoda serve`: the gRPC daemon. SIGTERM or SIGINT drains it gracefully and exits 0
+// (more of them during the drain change nothing); SIGHUP reloads the tenants file.
+#include <pthread.h>
+
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -28,8 +30,40 @@ struct ServeFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  std::string served_model_name;
   EngineFlags engine;
 };
+
+// The thread that takes SIGTERM, SIGINT and SIGHUP with sigwait (they are blocked there).
+pthread_t g_signal_thread;
+
+// Threads started before the signals were blocked (OpenBLAS starts its own while the
+// library loads, before main) would take a process signal with its default action and kill
+// the process; this handler, which only those threads can run, hands the signal on to the
+// signal thread instead. pthread_kill is async-signal-safe.
+extern "C" void ForwardSignal(int signal) { pthread_kill(g_signal_thread, signal); }
+
+// Blocks `signals` in this thread (and every thread it starts) and routes them to it.
+void TakeSignals(const sigset_t& signals) {
+  g_signal_thread = pthread_self();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  struct sigaction action = {};
+  action.sa_handler = ForwardSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaction(s, &action, nullptr);
+}
+
+// What clients see as the model's name: --served-model-name, else the file name without
+// directories or ".gguf" (never the path on this machine).
+std::string ServedModelName(const ServeFlags& flags) {
+  if (!flags.served_model_name.empty()) return flags.served_model_name;
+  const std::string& path = flags.engine.model;
+  if (path.empty()) return model::kBuiltinModelName;
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  return name;
+}
 
 // Adds a duration flag ("30s", "500ms", "1m", "inf") parsed into `*d`.
 void AddDurationOption(CLI::App* cmd, const std::string& name, absl::Duration* d,
@@ -77,13 +111,13 @@ int RunServe(const ServeFlags& flags) {
   }
 
   // Signals are taken synchronously by this thread alone: block them before any other
-  // thread starts, so every thread inherits the mask.
+  // thread of ours starts, so those inherit the mask; earlier threads forward them here.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  TakeSignals(signals);
 
   engine::EngineConfig base;
   base.max_queued_requests = flags.max_queued_requests;
@@ -92,11 +126,10 @@ int RunServe(const ServeFlags& flags) {
     spdlog::error("cannot start the engine: {}", std::string(engine.status().message()));
     return 1;
   }
-  const std::string& model = flags.engine.model;
   server::ServerOptions options{.host = flags.host,
                                 .port = flags.port,
                                 .metrics_port = flags.metrics_port,
-                                .model_name = model.empty() ? model::kBuiltinModelName : model,
+                                .model_name = ServedModelName(flags),
                                 .drain_timeout = flags.drain_timeout,
                                 .stall_timeout = flags.stall_timeout,
                                 .tenants = *std::move(tenants),
@@ -111,6 +144,8 @@ int RunServe(const ServeFlags& flags) {
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTenants(flags, server->get());
   spdlog::info("received {}: draining", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Signals that come during the drain stay pending here (blocked, never delivered with their
+  // default action): the drain runs to its end either way.
   const int64_t cut = (*server)->Drain();
   server->reset();
   (*engine)->Stop();
@@ -127,12 +162,18 @@ Command AddServeCommand(CLI::App& app) {
       "Serves streaming completions over gRPC. SIGTERM or SIGINT drains it gracefully and "
       "exits 0.");
   cmd->add_option("--host", flags->host, "address to listen on");
-  cmd->add_option("--port", flags->port, "gRPC port; 0 picks a free one (logged)");
+  cmd->add_option("--port", flags->port, "gRPC port; 0 picks a free one (logged)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--metrics-port", flags->metrics_port,
-                  "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it");
+                  "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it")
+      ->check(CLI::Range(-1, 65535));
   cmd->add_option("--max-queued-requests", flags->max_queued_requests,
                   "requests waiting to run at most; beyond it new requests get "
-                  "RESOURCE_EXHAUSTED");
+                  "RESOURCE_EXHAUSTED; 0 = no limit")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--served-model-name", flags->served_model_name,
+                  "the model's name in GetModelInfo and metrics; default: the --model file "
+                  "name without directories and .gguf");
   AddDurationOption(cmd, "--drain-timeout", &flags->drain_timeout,
                     "on SIGTERM/SIGINT, how long in-flight streams may run before being cut off");
   AddDurationOption(cmd, "--stall-timeout", &flags->stall_timeout,
