@@ -32,7 +32,7 @@ using kernels::DType;
 constexpr int32_t kBlockSize = 16;
 
 struct Run {
-  std::vector<int32_t> tokens;              // prompt then output
+  std::vector<int32_t> tokens;             // prompt then output
   std::vector<std::vector<float>> logits;  // one row per output position
 };
 
@@ -44,8 +44,8 @@ class Runner {
   static absl::StatusOr<std::unique_ptr<Runner>> Create(const gguf::GgufFile& file, DType dtype,
                                                         int32_t max_tokens) {
     std::unique_ptr<Runner> r(new Runner);
-    ASSIGN_OR_RETURN(r->backend_,
-                     kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2}));
+    ASSIGN_OR_RETURN(r->backend_, kernels::CreateBackend(
+                                      {.device = kernels::DeviceKind::kCpu, .num_threads = 2}));
     ASSIGN_OR_RETURN(r->model_, model::LlamaModel::Load(file, r->backend_.get()));
     const model::LlamaConfig& c = r->model_->config();
     r->shape_ = {.num_layers = c.num_layers,
@@ -82,10 +82,10 @@ class Runner {
       RETURN_IF_ERROR(model_->Forward(b, {buffer_.data(), shape_}, logits.data()));
       computed = n;
       run.logits.push_back(logits);
-      const int32_t next = forced != nullptr
-                               ? (*forced)[n]
-                               : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                                      logits.begin());
+      const int32_t next =
+          forced != nullptr ? (*forced)[n]
+                            : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                                   logits.begin());
       run.tokens.push_back(next);
     }
     return run;
@@ -163,10 +163,10 @@ absl::Status Main(const std::string& model_path, int32_t steps) {
     int32_t layers, kv_heads, head_dim;
   };
   ASSIGN_OR_RETURN(auto config, model::LlamaConfig::FromGguf(*file));
-  const std::vector<Shape> shapes = {{"this model", config.num_layers, config.num_kv_heads,
-                                      config.head_dim},
-                                     {"Llama-3.2-1B shape", 16, 8, 64},
-                                     {"Llama-3.1-8B shape", 32, 8, 128}};
+  const std::vector<Shape> shapes = {
+      {"this model", config.num_layers, config.num_kv_heads, config.head_dim},
+      {"Llama-3.2-1B shape", 16, 8, 64},
+      {"Llama-3.1-8B shape", 32, 8, 128}};
   std::printf("\n%-20s %-6s %14s %22s\n", "model", "kv", "bytes/token", "2k-token seqs in 1 GiB");
   for (const Shape& s : shapes) {
     for (DType dtype : types) {

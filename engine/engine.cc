@@ -156,9 +156,9 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
     const std::string field = absl::StrCat("stop[", i, "]");
     if (s.empty()) return Invalid(field, "stop strings must not be empty");
     if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
-      return Invalid(field, absl::StrCat("has ", s.size(), " bytes; at most ",
-                                         config_.max_stop_string_bytes,
-                                         " (max_stop_string_bytes)"));
+      return Invalid(
+          field, absl::StrCat("has ", s.size(), " bytes; at most ", config_.max_stop_string_bytes,
+                              " (max_stop_string_bytes)"));
     }
     if (!model::IsValidUtf8(s)) return Invalid(field, "is not valid UTF-8");
   }
@@ -432,8 +432,8 @@ void Engine::Loop() {
     {
       MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!paused_ && (has_work_ || !intake_.empty() || !aborts_.empty() ||
-                                      tenants_changed_));
+        return stop_ || (!paused_ &&
+                         (has_work_ || !intake_.empty() || !aborts_.empty() || tenants_changed_));
       };
       mu_.Await(ready);
       if (stop_) break;

@@ -58,7 +58,7 @@ struct EngineConfig {
   int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
   // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
   int32_t shed_waiting_requests = 0;
-  bool kv_cache = true;                   // false: recompute every sequence at every step
+  bool kv_cache = true;  // false: recompute every sequence at every step
   // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16" or "int8"
   // (a scale per token and head); the backend must support it (CPU: all of these).
   std::string kv_cache_dtype = "auto";

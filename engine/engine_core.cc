@@ -13,7 +13,8 @@ namespace {
 constexpr int64_t kDefaultKvCacheMemory = int64_t{1} << 30;
 
 // The KV element type `name` ("auto", "f32", "f16", "bf16", "int8") names on `backend`.
-absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name, const kernels::Backend& backend) {
+absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name,
+                                          const kernels::Backend& backend) {
   kernels::DType dtype;
   if (name == "auto") {
     dtype = backend.kv_dtype();
@@ -26,8 +27,8 @@ absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name, const kernels
   } else if (name == "int8") {
     dtype = kernels::DType::kI8;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_cache_dtype: unknown type '", name, "' (auto, f32, f16, bf16 or int8)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache_dtype: unknown type '", name, "' (auto, f32, f16, bf16 or int8)"));
   }
   if (!backend.SupportsKvDtype(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("kv_cache_dtype: the ", backend.name(),

@@ -13,14 +13,14 @@
 namespace pagoda::engine {
 
 struct SamplingParams {
-  float temperature = 1.f;         // 0 = greedy
-  int32_t top_k = 0;               // 0 = off
-  float top_p = 1.f;               // in (0, 1]
-  float min_p = 0.f;               // in [0, 1]
-  float repetition_penalty = 1.f;  // > 0; 1 = off (prompt and output tokens)
-  float presence_penalty = 0.f;    // over output tokens
-  float frequency_penalty = 0.f;   // over output tokens
-  std::optional<uint64_t> seed;    // unset: drawn at submission
+  float temperature = 1.f;          // 0 = greedy
+  int32_t top_k = 0;                // 0 = off
+  float top_p = 1.f;                // in (0, 1]
+  float min_p = 0.f;                // in [0, 1]
+  float repetition_penalty = 1.f;   // > 0; 1 = off (prompt and output tokens)
+  float presence_penalty = 0.f;     // over output tokens
+  float frequency_penalty = 0.f;    // over output tokens
+  std::optional<uint64_t> seed;     // unset: drawn at submission
   std::optional<int32_t> logprobs;  // unset: none; N in [0, 20]: chosen token plus top-N
 };
 

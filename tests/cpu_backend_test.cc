@@ -148,7 +148,8 @@ std::vector<float> StoreAsCached(const float* x, const PagedKvCache& cache, int3
   char* dst = static_cast<char*>(cache.Plane(0, kind)) + slot * width * DTypeSize(s.dtype);
   for (int32_t h = 0; h < s.num_kv_heads; ++h) {
     float amax = 0.f;
-    for (int32_t e = 0; e < s.head_dim; ++e) amax = std::max(amax, std::fabs(x[h * s.head_dim + e]));
+    for (int32_t e = 0; e < s.head_dim; ++e)
+      amax = std::max(amax, std::fabs(x[h * s.head_dim + e]));
     const float scale = amax / 127.f;
     if (s.dtype == DType::kI8) cache.Scales(0, kind)[slot * s.num_kv_heads + h] = scale;
     for (int32_t e = 0; e < s.head_dim; ++e) {

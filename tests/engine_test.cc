@@ -209,12 +209,18 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
       {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = 21; }},
       {"stop[0]", [](GenerationRequest& r) { r.stop = {""}; }},
       {"stop", [](GenerationRequest& r) { r.stop.assign(17, "x"); }},
-      {"stop[1]", [](GenerationRequest& r) { r.stop = {"x", std::string(257, 'x')}; }},
+      {"stop[1]",
+       [](GenerationRequest& r) {
+         r.stop = {"x", std::string(257, 'x')};
+       }},
       {"stop[0]", [](GenerationRequest& r) { r.stop = {"\xff"}; }},
       {"request_id", [](GenerationRequest& r) { r.request_id = "a\nINFO forged line"; }},
       {"request_id", [](GenerationRequest& r) { r.request_id = std::string(257, 'r'); }},
       {"request_id", [](GenerationRequest& r) { r.request_id = "\xc3"; }},
-      {"prompt", [](GenerationRequest& r) { r.prompt_token_ids = {1, 2}; }},
+      {"prompt",
+       [](GenerationRequest& r) {
+         r.prompt_token_ids = {1, 2};
+       }},
       {"logprobs", [](GenerationRequest& r) { r.sampling.logprobs = -1; }},
       {"stop_token_ids", [](GenerationRequest& r) { r.stop_token_ids = {600}; }},
   };
@@ -237,13 +243,14 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
 // number of stop strings of any length was accepted (the held-back check per token costs
 // their total length).
 TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
-  auto engine = testing::StoriesEngine({.max_prompt_bytes = 100, .max_stop_strings = 2,
-                                        .max_stop_string_bytes = 8});
+  auto engine = testing::StoriesEngine(
+      {.max_prompt_bytes = 100, .max_stop_strings = 2, .max_stop_string_bytes = 8});
   ASSERT_NE(engine, nullptr);
   GenerationRequest r = GreedyRequest({}, 4);
   r.prompt = std::string(101, 'a');
   auto s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
-  EXPECT_EQ(s.status().message(), "prompt: has 101 bytes; at most 100 are accepted (max_prompt_bytes)");
+  EXPECT_EQ(s.status().message(),
+            "prompt: has 101 bytes; at most 100 are accepted (max_prompt_bytes)");
   r.prompt = "Once upon a time";
   r.stop = {"a", "b", "c"};
   s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
@@ -289,8 +296,8 @@ TEST(EngineTest, UnknownKvCacheDtypeIsAnError) {
   ASSERT_TRUE(file.ok());
   auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
   ASSERT_TRUE(backend.ok());
-  auto engine = engine::Engine::Create({.kv_cache_dtype = "fp4"}, *std::move(file),
-                                       *std::move(backend));
+  auto engine =
+      engine::Engine::Create({.kv_cache_dtype = "fp4"}, *std::move(file), *std::move(backend));
   EXPECT_EQ(engine.status().message(),
             "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16 or int8)");
 }

@@ -289,7 +289,8 @@ TEST_F(ServerTest, ASecondServerCannotBindTheSamePorts) {
   auto same_grpc = server::Server::Start(
       {.host = "127.0.0.1", .port = server_->port(), .metrics_port = 0}, other_engine.get());
   EXPECT_EQ(same_grpc.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(same_grpc.status().message(), absl::StrCat("cannot listen on 127.0.0.1:", server_->port()));
+  EXPECT_EQ(same_grpc.status().message(),
+            absl::StrCat("cannot listen on 127.0.0.1:", server_->port()));
   auto same_metrics = server::Server::Start(
       {.host = "127.0.0.1", .port = 0, .metrics_port = server_->metrics_port()},
       other_engine.get());

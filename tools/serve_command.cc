@@ -61,7 +61,8 @@ std::string ServedModelName(const ServeFlags& flags) {
   const std::string& path = flags.engine.model;
   if (path.empty()) return model::kBuiltinModelName;
   std::string name = path.substr(path.find_last_of('/') + 1);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
+    name.resize(name.size() - 5);
   return name;
 }
 

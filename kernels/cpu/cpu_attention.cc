@@ -47,13 +47,13 @@ struct TileArgs {
   int32_t group = 0;
   int32_t head_dim = 0;
   float scale = 1.f;
-  DType kv_dtype = DType::kF32;       // kF32, kF16, kBF16 or kI8
-  const char* k_head = nullptr;       // K plane offset to this KV head
+  DType kv_dtype = DType::kF32;  // kF32, kF16, kBF16 or kI8
+  const char* k_head = nullptr;  // K plane offset to this KV head
   const char* v_head = nullptr;
-  int64_t kv_row_bytes = 0;           // bytes per cached token (all KV heads)
-  const float* k_scales = nullptr;    // kI8: K scale plane offset to this KV head
+  int64_t kv_row_bytes = 0;         // bytes per cached token (all KV heads)
+  const float* k_scales = nullptr;  // kI8: K scale plane offset to this KV head
   const float* v_scales = nullptr;
-  int32_t num_kv_heads = 0;           // scales per cached token
+  int32_t num_kv_heads = 0;  // scales per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
   // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes,
@@ -245,11 +245,13 @@ void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* s
     if (a.kv_dtype == DType::kF16) {
       const hn::Rebind<hwy::float16_t, D> dh;
       const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-      for (int32_t e = 0; e < dim; e += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + e)), d, out + e);
+      for (int32_t e = 0; e < dim; e += lanes)
+        hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + e)), d, out + e);
     } else if (a.kv_dtype == DType::kBF16) {
       const hn::Rebind<hwy::bfloat16_t, D> db;
       const auto* b = reinterpret_cast<const hwy::bfloat16_t*>(src);
-      for (int32_t e = 0; e < dim; e += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, b + e)), d, out + e);
+      for (int32_t e = 0; e < dim; e += lanes)
+        hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, b + e)), d, out + e);
     } else {  // kI8
       const hn::Rebind<int8_t, D> d8;
       const hn::Rebind<int32_t, D> di;
@@ -281,7 +283,7 @@ void AttendTileWith(D d, const TileArgs& a) {
   const float* v_rows[kChunk];
   const float* k_scale[kChunk];
   const float* v_scale[kChunk];
-  int32_t first[kChunk];  // first row that sees chunk token t
+  int32_t first[kChunk];                       // first row that sees chunk token t
   float* k_wide = kt + int64_t{dim} * kChunk;  // widened rows when the cache is not f32
   float* v_wide = k_wide + int64_t{kChunk} * dim;
   const bool widen = a.kv_dtype != DType::kF32;
