@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -15,21 +16,17 @@ constexpr int64_t kDefaultKvCacheMemory = int64_t{1} << 30;
 // The KV element type `name` ("auto", "f32", "f16", "bf16", "int8") names on `backend`.
 absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name,
                                           const kernels::Backend& backend) {
-  kernels::DType dtype;
-  if (name == "auto") {
-    dtype = backend.kv_dtype();
-  } else if (name == "f32") {
-    dtype = kernels::DType::kF32;
-  } else if (name == "f16") {
-    dtype = kernels::DType::kF16;
-  } else if (name == "bf16") {
-    dtype = kernels::DType::kBF16;
-  } else if (name == "int8") {
-    dtype = kernels::DType::kI8;
-  } else {
+  // The KV cache types are named as kernels::DTypeName names them.
+  constexpr kernels::DType kKvTypes[] = {kernels::DType::kF32, kernels::DType::kF16,
+                                         kernels::DType::kBF16, kernels::DType::kI8};
+  const kernels::DType* found =
+      std::find_if(std::begin(kKvTypes), std::end(kKvTypes),
+                   [&](kernels::DType t) { return kernels::DTypeName(t) == name; });
+  if (name != "auto" && found == std::end(kKvTypes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_dtype: unknown type '", name, "' (auto, f32, f16, bf16 or int8)"));
   }
+  const kernels::DType dtype = name == "auto" ? backend.kv_dtype() : *found;
   if (!backend.SupportsKvDtype(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("kv_cache_dtype: the ", backend.name(),
                                                    " backend cannot keep the KV cache in ", name));

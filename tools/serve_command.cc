@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -60,10 +61,8 @@ std::string ServedModelName(const ServeFlags& flags) {
   if (!flags.served_model_name.empty()) return flags.served_model_name;
   const std::string& path = flags.engine.model;
   if (path.empty()) return model::kBuiltinModelName;
-  std::string name = path.substr(path.find_last_of('/') + 1);
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0)
-    name.resize(name.size() - 5);
-  return name;
+  const std::filesystem::path file(path);
+  return (file.extension() == ".gguf" ? file.stem() : file.filename()).string();
 }
 
 // Adds a duration flag ("30s", "500ms", "1m", "inf") parsed into `*d`.
