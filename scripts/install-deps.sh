@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+  libopenblas-dev libhwy-dev libboost-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev  # libboost-dev: Boost.Beast/Asio for the HTTP door
   clang libclang-rt-14-dev  # make clang-checks: -Wthread-safety, libFuzzer, ASan/UBSan runtimes
   nginx  # tests/nginx_lb_test.cc runs deploy/nginx-grpc.conf in front of two daemons
 )
