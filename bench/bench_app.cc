@@ -21,6 +21,7 @@
 #include "bench/fairness.h"
 #include "bench/load_runner.h"
 #include "bench/metrics.h"
+#include "bench/openai_call.h"
 #include "bench/report.h"
 #include "bench/tenant_report.h"
 #include "bench/tenant_spec.h"
@@ -160,15 +161,14 @@ struct TenantLoad {
 };
 
 // Sends every tenant's requests at once (a thread each) and waits for all of them.
-void SendAll(v1::Generation::Stub* stub, const BenchConfig& config,
-             std::vector<TenantLoad>* loads) {
+void SendAll(const StartCallFn& start, const BenchConfig& config, std::vector<TenantLoad>* loads) {
   int total = 0;
   for (const TenantLoad& l : *loads) total += static_cast<int>(l.requests.size());
   std::unique_ptr<ProgressReporter> progress = StartProgress(config, "bench", total);
   std::vector<std::thread> threads;
   for (TenantLoad& l : *loads) {
     threads.emplace_back(
-        [stub, &l, p = progress.get()] { l.run = RunLoad(stub, l.requests, l.options, p); });
+        [&start, &l, p = progress.get()] { l.run = RunLoad(start, l.requests, l.options, p); });
   }
   for (std::thread& t : threads) t.join();
   if (progress) progress->Stop();
@@ -205,14 +205,14 @@ absl::StatusOr<std::vector<TenantLoad>> PlanLoads(const BenchConfig& config,
 }
 
 // Sends the first tenant's warmup requests, not measured.
-void WarmUp(v1::Generation::Stub* stub, const BenchConfig& config, const TenantLoad& first) {
+void WarmUp(const StartCallFn& start, const BenchConfig& config, const TenantLoad& first) {
   if (first.warmup.empty()) return;
   LoadOptions options;
   options.concurrency = first.options.concurrency;
   options.call = first.options.call;
   std::unique_ptr<ProgressReporter> progress =
       StartProgress(config, "warmup", static_cast<int>(first.warmup.size()));
-  RunLoad(stub, first.warmup, options, progress.get());
+  RunLoad(start, first.warmup, options, progress.get());
   if (progress) progress->Stop();
 }
 
@@ -242,10 +242,69 @@ int WriteJson(const nlohmann::json& j, const std::string& path) {
   return 0;
 }
 
+// Where the requests go: a way to start one stream, and the served model's facts.
+struct Target {
+  std::unique_ptr<v1::Generation::Stub> stub;  // grpc backend
+  OpenAiServer openai;                         // openai backend
+  StartCallFn start;
+  v1::ModelInfo info;
+};
+
+// Connects to the configured backend and learns its model. InvalidArgument for a bad
+// address or a missing model fact, Unavailable when the server cannot be reached.
+absl::Status Connect(const BenchConfig& config, const std::string& api_key, Target* target) {
+  if (config.backend == "openai") {
+    absl::StatusOr<OpenAiServer> server = ParseOpenAiServer(config.server);
+    if (!server.ok()) return server.status();
+    target->openai = *std::move(server);
+    absl::StatusOr<v1::ModelInfo> info = FetchOpenAiModels(target->openai, api_key);
+    if (!info.ok()) return info.status();
+    target->info = *std::move(info);
+    if (config.model.empty()) {
+      target->openai.model = target->info.model();
+    } else {
+      target->openai.model = config.model;
+      target->info.set_model(config.model);
+    }
+    if (config.vocab_size > 0) target->info.set_vocab_size(config.vocab_size);
+    if (config.context_length > 0) target->info.set_context_length(config.context_length);
+    if (config.dataset != "file" && target->info.vocab_size() == 0) {
+      return Invalid("vocab-size", "is required: the server's /v1/models does not say it");
+    }
+    if (target->info.context_length() == 0) target->info.set_context_length(1 << 30);
+    target->start = [server = target->openai](const CallOptions& options,
+                                              const v1::GenerateRequest& request,
+                                              RequestRecord* record, std::function<void()> done) {
+      StartOpenAiCall(server, options, request, record, std::move(done));
+    };
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::MakeChannel({.address = config.server, .tls_ca = config.tls_ca});
+  if (!channel.ok()) return absl::InvalidArgumentError(channel.status().message());
+  target->stub = v1::Generation::NewStub(*channel);
+  absl::StatusOr<v1::ModelInfo> info = FetchModelInfo(target->stub.get(), config, api_key);
+  if (!info.ok()) return info.status();
+  target->info = *std::move(info);
+  target->start = [stub = target->stub.get()](const CallOptions& options,
+                                              const v1::GenerateRequest& request,
+                                              RequestRecord* record, std::function<void()> done) {
+    StartStreamCall(stub, options, request, record, std::move(done));
+  };
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const BenchConfig& c) {
   if (c.server.empty()) return Invalid("server", "is required (host:port)");
+  if (c.backend != "grpc" && c.backend != "openai")
+    return Invalid("backend", "must be grpc or openai");
+  if (c.backend == "openai" && !c.tls_ca.empty()) {
+    return Invalid("tls-ca", "is for --backend grpc (the openai backend speaks plain HTTP)");
+  }
+  if (c.vocab_size < 0) return Invalid("vocab-size", "must be >= 0");
+  if (c.context_length < 0) return Invalid("context-length", "must be >= 0");
   if (c.concurrency < 0) return Invalid("concurrency", "must be >= 0 (0 = unlimited)");
   if (!(c.request_rate > 0)) return Invalid("request-rate", "must be > 0 (inf = all at once)");
   if (!(c.burstiness > 0) || !std::isfinite(c.burstiness)) {
@@ -283,18 +342,12 @@ int RunBench(const BenchConfig& config) {
   }
   const GoodputSlo slo = *ParseGoodput(config.goodput);
   const std::vector<TenantSpec> tenants = *Tenants(config);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      client::MakeChannel({.address = config.server, .tls_ca = config.tls_ca});
-  if (!channel.ok()) {
-    absl::FPrintF(stderr, "pagoda-bench: %s\n", channel.status().message());
-    return 2;
+  Target target;
+  if (absl::Status s = Connect(config, tenants[0].api_key, &target); !s.ok()) {
+    absl::FPrintF(stderr, "pagoda-bench: %s\n", s.message());
+    return absl::IsInvalidArgument(s) ? 2 : 1;
   }
-  std::unique_ptr<v1::Generation::Stub> stub = v1::Generation::NewStub(*channel);
-  absl::StatusOr<v1::ModelInfo> info = FetchModelInfo(stub.get(), config, tenants[0].api_key);
-  if (!info.ok()) {
-    absl::FPrintF(stderr, "pagoda-bench: %s\n", info.status().message());
-    return 1;
-  }
+  const v1::ModelInfo* info = &target.info;
   if (config.dataset != "file" && info->vocab_size() <= kFirstRandomTokenId) {
     absl::FPrintF(stderr, "pagoda-bench: the model's vocabulary (%d) is too small\n",
                   info->vocab_size());
@@ -310,8 +363,8 @@ int RunBench(const BenchConfig& config) {
   absl::FPrintF(stderr, "pagoda-bench: %s serves %s (%s); %d requests, dataset %s, %d tenant(s)\n",
                 config.server, info->model(), info->backend(), num_prompts, config.dataset,
                 tenants.size());
-  WarmUp(stub.get(), config, loads->front());
-  SendAll(stub.get(), config, &*loads);
+  WarmUp(target.start, config, loads->front());
+  SendAll(target.start, config, &*loads);
 
   double start = loads->front().run.start_time, end = loads->front().run.end_time;
   int peak_in_flight = 0;

@@ -14,6 +14,10 @@ namespace pagoda::bench {
 // one's meaning).
 struct BenchConfig {
   std::string server;
+  std::string backend = "grpc";  // grpc (pagoda's Generate) or openai (POST /v1/completions)
+  std::string model;             // openai: the request's "model"; empty = the first listed
+  int vocab_size = 0;            // openai: overrides /v1/models' meta.n_vocab; 0 = the server's
+  int context_length = 0;        // openai: overrides meta.n_ctx; 0 = the server's
   std::string api_key;
   std::string tls_ca;
   int concurrency = 0;

@@ -14,7 +14,19 @@
 #include "bench/bench_app.h"
 #include "bench/bench_args.h"
 
-ABSL_FLAG(std::string, server, "", "The daemon's gRPC address, host:port (required).");
+ABSL_FLAG(std::string, server, "",
+          "The server's address, host:port (required): gRPC, or HTTP with --backend openai.");
+ABSL_FLAG(std::string, backend, "grpc",
+          "grpc (pagoda's Generate stream) or openai (streamed POST /v1/completions on any "
+          "OpenAI-compatible server: pagoda's --http-port, llama.cpp's llama-server, vLLM).");
+ABSL_FLAG(std::string, model, "",
+          "openai: the requests' \"model\"; empty = the first model /v1/models lists.");
+ABSL_FLAG(int, vocab_size, 0,
+          "openai: the vocabulary size for random token ids when /v1/models does not say it "
+          "(llama.cpp and pagoda report meta.n_vocab).");
+ABSL_FLAG(int, context_length, 0,
+          "openai: the context length for the too-long warning when /v1/models does not say "
+          "it.");
 ABSL_FLAG(std::string, api_key, "", "Sent as 'authorization: Bearer <key>'.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM file of the CA to trust; empty = plaintext.");
 ABSL_FLAG(int, concurrency, 0,
@@ -67,6 +79,10 @@ namespace {
 pagoda::bench::BenchConfig ConfigFromFlags() {
   pagoda::bench::BenchConfig c;
   c.server = absl::GetFlag(FLAGS_server);
+  c.backend = absl::GetFlag(FLAGS_backend);
+  c.model = absl::GetFlag(FLAGS_model);
+  c.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  c.context_length = absl::GetFlag(FLAGS_context_length);
   c.api_key = absl::GetFlag(FLAGS_api_key);
   c.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   c.concurrency = absl::GetFlag(FLAGS_concurrency);

@@ -28,7 +28,7 @@ struct InFlight {
 
 }  // namespace
 
-LoadRun RunLoad(v1::Generation::Stub* stub, const std::vector<v1::GenerateRequest>& requests,
+LoadRun RunLoad(const StartCallFn& start, const std::vector<v1::GenerateRequest>& requests,
                 const LoadOptions& options, ProgressReporter* progress) {
   LoadRun run;
   run.records.resize(requests.size());  // sized once: callbacks hold pointers into it
@@ -59,7 +59,7 @@ LoadRun RunLoad(v1::Generation::Stub* stub, const std::vector<v1::GenerateReques
     RequestRecord* record = &run.records[i];
     record->send_time = NowSeconds();
     ++sent;
-    StartStreamCall(stub, options.call, requests[i], record, [state, record, progress] {
+    start(options.call, requests[i], record, [state, record, progress] {
       if (progress != nullptr) progress->OnRequestDone(record->status == "OK");
       std::lock_guard<std::mutex> lock(state->mu);
       --state->open;

@@ -2,6 +2,7 @@
 // and collects what each stream saw.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "bench/progress.h"
@@ -10,6 +11,11 @@
 #include "pagoda/v1/generation.grpc.pb.h"
 
 namespace pagoda::bench {
+
+// Starts one measured stream and returns at once (StartStreamCall, StartOpenAiCall): `done`
+// runs exactly once after `*record` is final.
+using StartCallFn = std::function<void(const CallOptions&, const v1::GenerateRequest&,
+                                       RequestRecord*, std::function<void()>)>;
 
 struct LoadOptions {
   int concurrency = 0;  // most requests in flight at once; 0 = unlimited
@@ -31,7 +37,7 @@ struct LoadRun {
 // Sends `requests` in order and blocks until every sent one has finished; requests left
 // when `duration_s` runs out are not sent, those in flight are awaited. `progress` may be
 // null. Never fails: a failed stream is a record with a non-OK status.
-LoadRun RunLoad(v1::Generation::Stub* stub, const std::vector<v1::GenerateRequest>& requests,
+LoadRun RunLoad(const StartCallFn& start, const std::vector<v1::GenerateRequest>& requests,
                 const LoadOptions& options, ProgressReporter* progress);
 
 }  // namespace pagoda::bench

@@ -112,6 +112,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"small", 2048, 256, 4, 8, 4, 704, 4096, false, "~4M parameters"},
       {"25m", 4096, 512, 8, 8, 4, 1408, 4096, false, "~28M parameters (KV-cache benchmark)"},
       {"100m", 32000, 768, 12, 12, 4, 2048, 4096, true, "~100M parameters, tied embeddings"},
+      {"76m", 512, 768, 12, 12, 4, 2048, 4096, false,
+       "~76M parameters, vocab 512: the CPU serving comparison with llama.cpp (docs/BENCH.md)"},
       {"1b", 32000, 2048, 16, 16, 2, 8192, 8192, true, "~1B parameters, head_dim 128, GQA 8:1"},
       {"8b", 128256, 4096, 32, 32, 8, 14336, 8192, false,
        "Llama-3-8B shapes (~8B parameters), for memory measurements"},
