@@ -199,7 +199,9 @@ TEST(BenchOpenAiBackendTest, StreamsCountTokensAndHttpErrorsExactly) {
   EXPECT_EQ(run.json["total_input_tokens"], 16 * 8);
   EXPECT_EQ(run.json["model_id"], "fake-http");
   for (size_t i = 0; i < run.json["itls"].size(); ++i) {
-    if (run.json["statuses"][i] == "OK") EXPECT_EQ(run.json["itls"][i].size(), 5u);
+    if (run.json["statuses"][i] == "OK") {
+      EXPECT_EQ(run.json["itls"][i].size(), 5u);
+    }
   }
   const std::vector<nlohmann::json> bodies = server.bodies();
   ASSERT_EQ(bodies.size(), 20u);
