@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -63,11 +64,18 @@ class CpuBackend final : public Backend {
   DType kv_dtype() const override { return DType::kF32; }
   bool SupportsKvDtype(DType dtype) const override { return cpu::SupportsKvDtype(dtype); }
 
+  // Buffers of at least kHugePage are aligned to it and their whole huge pages advised
+  // MADV_HUGEPAGE: decode streams every weight once per step, and 2 MiB pages take the TLB
+  // misses of 4 KiB pages (one per 4 KiB read) out of that stream. The tail stays in small
+  // pages, so no memory is wasted.
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
+    constexpr size_t kHugePage = size_t{2} << 20;
     void* p = nullptr;
-    if (posix_memalign(&p, 64, std::max<size_t>(bytes, 64)) != 0) {
+    const size_t alignment = bytes >= kHugePage ? kHugePage : 64;
+    if (posix_memalign(&p, alignment, std::max<size_t>(bytes, 64)) != 0) {
       return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
+    if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
     return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
   }
 
