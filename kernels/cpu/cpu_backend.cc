@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/cpu/cpu_elementwise.h"
 #include "kernels/cpu/cpu_f32_matmul.h"
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
@@ -181,10 +182,7 @@ class CpuBackend final : public Backend {
 
   void SiluMul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
     ForRows(gate.rows, gate.cols, [&](int64_t r) {
-      const float* g = gate.row<float>(r);
-      const float* u = up.row<float>(r);
-      float* o = out.row<float>(r);
-      for (int64_t c = 0; c < gate.cols; ++c) o[c] = g[c] / (1.f + std::exp(-g[c])) * u[c];
+      cpu::SiluMulRow(gate.row<float>(r), up.row<float>(r), out.row<float>(r), gate.cols);
     });
   }
 
