@@ -20,7 +20,7 @@ struct OutputBatch {
   std::string text;
   int32_t num_tokens = 0;
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
-  absl::Status error;  // when finish_reason is kError
+  absl::Status error;   // when finish_reason is kError
   engine::Usage usage;  // complete when finished
 
   bool finished() const { return finish_reason != engine::FinishReason::kNone; }

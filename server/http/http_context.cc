@@ -4,8 +4,7 @@
 
 namespace pagoda::server::http {
 
-uint64_t HttpContext::Register(std::shared_ptr<GenerationLink> link,
-                               engine::RequestHandle handle) {
+uint64_t HttpContext::Register(std::shared_ptr<GenerationLink> link, engine::RequestHandle handle) {
   MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   active_.emplace(id, Active{std::move(link), handle});

@@ -11,7 +11,8 @@ HttpError MakeHttpError(int status, const std::string& message, const std::strin
                         const std::string& code) {
   nlohmann::json body = {{"error", {{"message", message}, {"type", type}, {"param", nullptr}}}};
   body["error"]["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
-  return {.status = status, .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+  return {.status = status,
+          .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
 HttpError ToHttpError(const absl::Status& status) {

@@ -11,8 +11,8 @@ namespace pagoda::server::http {
 
 struct HttpError {
   int status = 500;
-  std::string body;                        // the JSON error object
-  std::optional<int64_t> retry_after_s;    // Retry-After seconds (429, 503)
+  std::string body;                      // the JSON error object
+  std::optional<int64_t> retry_after_s;  // Retry-After seconds (429, 503)
 };
 
 // InvalidArgument, FailedPrecondition, OutOfRange -> 400; Unauthenticated -> 401;

@@ -49,21 +49,21 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 void HttpServer::Accept() {
-  io_->acceptor.async_accept(
-      net::make_strand(io_->context), [this](boost::system::error_code ec, tcp::socket socket) {
-        if (ec == net::error::operation_aborted || !io_->acceptor.is_open()) return;
-        if (!ec) {
-          boost::system::error_code ignored;
-          socket.set_option(tcp::no_delay(true), ignored);
-          std::make_shared<HttpSession>(std::move(socket), context_)->Run();
-          Accept();
-          return;
-        }
-        // Out of descriptors, say: retry a little later rather than spin.
-        spdlog::warn("HTTP accept: {}", ec.message());
-        auto timer = std::make_shared<net::steady_timer>(io_->context, std::chrono::milliseconds(100));
-        timer->async_wait([this, timer](boost::system::error_code) { Accept(); });
-      });
+  io_->acceptor.async_accept(net::make_strand(io_->context), [this](boost::system::error_code ec,
+                                                                    tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !io_->acceptor.is_open()) return;
+    if (!ec) {
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<HttpSession>(std::move(socket), context_)->Run();
+      Accept();
+      return;
+    }
+    // Out of descriptors, say: retry a little later rather than spin.
+    spdlog::warn("HTTP accept: {}", ec.message());
+    auto timer = std::make_shared<net::steady_timer>(io_->context, std::chrono::milliseconds(100));
+    timer->async_wait([this, timer](boost::system::error_code) { Accept(); });
+  });
 }
 
 void HttpServer::StartDraining() { context_->set_draining(); }

@@ -18,8 +18,8 @@ namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using nlohmann::json;
 
-constexpr uint64_t kBodyLimit = 16 << 20;          // bytes of a request body at most
-constexpr absl::Duration kIdleTimeout = absl::Seconds(60);  // reading a request
+constexpr uint64_t kBodyLimit = 16 << 20;                    // bytes of a request body at most
+constexpr absl::Duration kIdleTimeout = absl::Seconds(60);   // reading a request
 constexpr absl::Duration kWriteTimeout = absl::Seconds(30);  // writing a whole response
 
 std::chrono::steady_clock::duration Chrono(absl::Duration d) {
@@ -48,10 +48,9 @@ void HttpSession::DoRead() {
   keep_alive_ = true;
   response_complete_ = false;
   stream_.expires_after(Chrono(kIdleTimeout));
-  bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, size_t) {
-                      self->OnRead(ec);
-                    });
+  bhttp::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
 }
 
 void HttpSession::OnRead(beast::error_code ec) {
@@ -93,13 +92,17 @@ void HttpSession::Route(const Request& req) {
   const bool get = req.method() == bhttp::verb::get;
   const bool post = req.method() == bhttp::verb::post;
   if (path == "/health") {
-    if (!get) return RespondError(MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
     const bool ok = context_->deps().serving() && !context_->draining();
     return Respond(ok ? 200 : 503, "application/json",
                    ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})");
   }
   if (path == "/metrics") {
-    if (!get) return RespondError(MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
     return Respond(200, "text/plain; version=0.0.4", context_->deps().render_metrics());
   }
   const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
@@ -114,10 +117,14 @@ void HttpSession::Route(const Request& req) {
     return RespondError(ToHttpError(absl::UnavailableError("the server is draining")));
   }
   if (path == "/v1/models" || path.starts_with("/v1/models/")) {
-    if (!get) return RespondError(MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
     return HandleModels(req, path == "/v1/models" ? std::string_view() : path.substr(11));
   }
-  if (!post) return RespondError(MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
+  if (!post)
+    return RespondError(
+        MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
   if (path == "/apply-template") return HandleApplyTemplate(req);
   HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
 }
@@ -134,8 +141,9 @@ void HttpSession::HandleModels(const Request& req, std::string_view id) {
                    Dump({{"object", "list"}, {"data", json::array({model})}}));
   }
   if (id != name) {
-    return RespondError(MakeHttpError(404, absl::StrCat("model \"", std::string(id), "\" does not exist"),
-                                      "invalid_request_error", "model_not_found"));
+    return RespondError(
+        MakeHttpError(404, absl::StrCat("model \"", std::string(id), "\" does not exist"),
+                      "invalid_request_error", "model_not_found"));
   }
   Respond(200, "application/json", Dump(model));
 }
@@ -164,8 +172,8 @@ void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
   absl::StatusOr<Caller> caller = Authenticate(req);
   // Authentication and the rate limit first: a refused caller costs no parsing.
   if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
-    TenantMetrics& m = context_->deps().metrics->ForTenant(
-        caller.ok() ? caller->tenant->engine.name : std::string());
+    TenantMetrics& m = context_->deps().metrics->ForTenant(caller.ok() ? caller->tenant->engine.name
+                                                                       : std::string());
     m.request_failure.Inc(absl::StatusCodeToString(admitted.code()));
     return RespondError(ToHttpError(admitted));
   }
@@ -173,14 +181,14 @@ void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
   if (body.is_discarded()) {
     return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
   }
-  absl::StatusOr<OpenAiRequest> parsed = kind == ApiKind::kChat
-                                             ? ParseChatCompletionRequest(body)
-                                             : ParseCompletionRequest(body);
+  absl::StatusOr<OpenAiRequest> parsed =
+      kind == ApiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return RespondError(ToHttpError(parsed.status()));
   if (!parsed->model.empty() && parsed->model != context_->deps().model_name) {
     return RespondError(MakeHttpError(
-        404, absl::StrCat("model \"", parsed->model, "\" does not exist; this server serves \"",
-                          context_->deps().model_name, "\""),
+        404,
+        absl::StrCat("model \"", parsed->model, "\" does not exist; this server serves \"",
+                     context_->deps().model_name, "\""),
         "invalid_request_error", "model_not_found"));
   }
   StartGeneration(kind, *std::move(parsed), *std::move(caller));
@@ -332,10 +340,9 @@ void HttpSession::Write(std::string bytes) {
   out_.push_back(std::move(bytes));
   if (writing_) return;
   writing_ = true;
-  net::async_write(stream_, net::buffer(out_.front()),
-                   [self = shared_from_this()](beast::error_code ec, size_t) {
-                     self->OnWrite(ec);
-                   });
+  net::async_write(
+      stream_, net::buffer(out_.front()),
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
 }
 
 void HttpSession::OnWrite(beast::error_code ec) {
@@ -352,10 +359,9 @@ void HttpSession::OnWrite(beast::error_code ec) {
   out_.pop_front();
   if (!out_.empty()) {
     writing_ = true;
-    net::async_write(stream_, net::buffer(out_.front()),
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnWrite(ec);
-                     });
+    net::async_write(
+        stream_, net::buffer(out_.front()),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
     return;
   }
   if (wake_waiting_) {
@@ -386,9 +392,8 @@ void HttpSession::WatchDisconnect() {
   if (closed_ || watching_) return;
   watching_ = true;
   stream_.socket().async_read_some(
-      buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-        self->OnWatch(ec, n);
-      });
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWatch(ec, n); });
 }
 
 void HttpSession::OnWatch(beast::error_code ec, size_t n) {

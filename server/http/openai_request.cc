@@ -75,11 +75,11 @@ absl::StatusOr<std::vector<int32_t>> TokenIds(const json& v, const std::string& 
   return ids;
 }
 
-#define PAGODA_ASSIGN(lhs, expr)        \
-  do {                                  \
-    auto value_or = (expr);             \
+#define PAGODA_ASSIGN(lhs, expr)                  \
+  do {                                            \
+    auto value_or = (expr);                       \
     if (!value_or.ok()) return value_or.status(); \
-    lhs = *std::move(value_or);         \
+    lhs = *std::move(value_or);                   \
   } while (0)
 
 // A feature the engine does not have: refused unless absent, null or the neutral value.

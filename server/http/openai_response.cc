@@ -42,7 +42,8 @@ json ResponseFormatter::Envelope(bool chunk) const {
 std::string ResponseFormatter::Full(const std::string& text, const std::string& finish_reason,
                                     const engine::Usage& usage) const {
   json out = Envelope(false);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
   if (kind_ == ApiKind::kCompletion) {
     choice["text"] = text;
   } else {
@@ -56,12 +57,13 @@ std::string ResponseFormatter::Full(const std::string& text, const std::string& 
 std::string ResponseFormatter::Chunk(const std::string& text, const std::string& finish_reason,
                                      bool usage_null) const {
   json out = Envelope(true);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
   if (kind_ == ApiKind::kCompletion) {
     choice["text"] = text;
   } else {
-    choice["delta"] = (text.empty() && !finish_reason.empty()) ? json::object()
-                                                               : json{{"content", text}};
+    choice["delta"] =
+        (text.empty() && !finish_reason.empty()) ? json::object() : json{{"content", text}};
   }
   out["choices"] = json::array({choice});
   if (usage_null) out["usage"] = nullptr;
