@@ -98,10 +98,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   {
     const model::Tokenizer& tok = engine->core_->tokenizer();
-    ASSIGN_OR_RETURN(engine->chat_,
-                     ChatPrompt::Create(*file, config.chat_template,
-                                        std::string(tok.Piece(tok.bos_id())),
-                                        std::string(tok.Piece(tok.eos_id())), tok.add_bos()));
+    ASSIGN_OR_RETURN(
+        engine->chat_,
+        ChatPrompt::Create(*file, config.chat_template, std::string(tok.Piece(tok.bos_id())),
+                           std::string(tok.Piece(tok.eos_id())), tok.add_bos()));
   }
   {
     MutexLock lock(&engine->mu_);

@@ -29,8 +29,8 @@ struct DrainCounter {
 
 // Parses a stream's request message into the engine request; `request_id` receives the id
 // as sent (for the access log) even when the conversion fails.
-using RequestParser = absl::StatusOr<engine::GenerationRequest> (*)(
-    const grpc::ByteBuffer& request, std::string* request_id);
+using RequestParser = absl::StatusOr<engine::GenerationRequest> (*)(const grpc::ByteBuffer& request,
+                                                                    std::string* request_id);
 
 // What a stream needs from the service around it.
 struct StreamDeps {

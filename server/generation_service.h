@@ -15,10 +15,11 @@
 
 namespace pagoda::server {
 
-class GenerationService final
-    : public v1::Generation::WithRawCallbackMethod_Generate<
-          v1::Generation::WithRawCallbackMethod_Chat<v1::Generation::WithRawCallbackMethod_RenderChat<
-              v1::Generation::WithRawCallbackMethod_Tokenize<v1::Generation::CallbackService>>>> {
+class GenerationService final : public v1::Generation::WithRawCallbackMethod_Generate<
+                                    v1::Generation::WithRawCallbackMethod_Chat<
+                                        v1::Generation::WithRawCallbackMethod_RenderChat<
+                                            v1::Generation::WithRawCallbackMethod_Tokenize<
+                                                v1::Generation::CallbackService>>>> {
  public:
   // Serves `engine` to the callers `tenants` authenticates (both must outlive it).
   GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,

@@ -151,10 +151,11 @@ absl::Status Server::StartOpenAiHttp() {
                       .metrics = metrics_.get(),
                       .model_name = options_.model_name,
                       .render_metrics = [this] { return RenderMetrics(); },
-                      .serving = [this] {
-                        MutexLock lock(&mu_);
-                        return serving_;
-                      }};
+                      .serving =
+                          [this] {
+                            MutexLock lock(&mu_);
+                            return serving_;
+                          }};
   absl::StatusOr<std::unique_ptr<http::HttpServer>> server = http::HttpServer::Start(
       {.host = options_.host, .port = options_.http_port, .num_threads = options_.http_threads},
       std::move(deps));
