@@ -359,6 +359,44 @@ TEST_F(HttpServerTest, KeysAndRateLimitsAreTheTenantRegistrys) {
   const std::string retry = httplib::detail::get_header_value(r.headers, "Retry-After", 0, "");
   ASSERT_FALSE(retry.empty());
   EXPECT_GE(std::stoi(retry), 1);
+
+  // gRPC Chat and RenderChat check the same keys.
+  v1::RenderChatRequest rr;
+  v1::ChatMessage* m = rr.add_messages();
+  m->set_role("user");
+  m->set_content("Hi");
+  v1::RenderChatResponse out;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub_->RenderChat(&ctx, rr, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer key-a");
+    EXPECT_TRUE(stub_->RenderChat(&ctx, rr, &out).ok());
+  }
+  v1::ChatRequest chat;
+  *chat.mutable_messages() = rr.messages();
+  grpc::ClientContext ctx;
+  EXPECT_EQ(ReadStream(stub_->Chat(&ctx, chat).get()).status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(HttpServerTest, GrpcChatRefusesAPromptInParams) {
+  StartServer();
+  v1::ChatRequest chat;
+  v1::ChatMessage* m = chat.add_messages();
+  m->set_role("user");
+  m->set_content("Hi");
+  chat.mutable_params()->set_prompt("Hi");
+  grpc::ClientContext ctx;
+  const GrpcResult g = ReadStream(stub_->Chat(&ctx, chat).get());
+  EXPECT_EQ(g.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(g.status.error_message(), HasSubstr("params.prompt"));
+  grpc::ClientContext ctx2;
+  const GrpcResult empty = ReadStream(stub_->Chat(&ctx2, v1::ChatRequest()).get());
+  EXPECT_EQ(empty.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.status.error_message(), HasSubstr("messages"));
 }
 
 TEST_F(HttpServerTest, DisconnectMidStreamAbortsAndFreesBlocks) {
