@@ -454,6 +454,36 @@ TEST_F(HttpServerTest, ManyConcurrentStreamsAllComplete) {
   EXPECT_TRUE(WaitAllBlocksFree());
 }
 
+TEST_F(HttpServerTest, OneKeepAliveConnectionServesRequestAfterRequest) {
+  StartServer();
+  const GrpcResult g = GrpcGenerate("Once upon a time", 6);
+  ASSERT_TRUE(g.status.ok());
+  httplib::Client c = Client();
+  c.set_keep_alive(true);
+  int connections = 0;
+  c.set_socket_options([&connections](int) { ++connections; });
+  json req = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}};
+  for (int i = 0; i < 4; ++i) {
+    req["stream"] = i % 2 == 1;
+    httplib::Result r = c.Post("/v1/completions", req.dump(), "application/json");
+    ASSERT_TRUE(r) << i;
+    ASSERT_EQ(r->status, 200) << r->body;
+    std::string text;
+    if (i % 2 == 0) {
+      text = json::parse(r->body)["choices"][0]["text"];
+    } else {
+      for (const json& e : Events(r->body)) {
+        if (e.is_object()) text += e["choices"][0]["text"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(text, g.text) << i;
+  }
+  httplib::Result models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_EQ(connections, 1);
+}
+
 TEST_F(HttpServerTest, DrainingAnswers503) {
   StartServer();
   EXPECT_EQ(server_->Drain(), 0);

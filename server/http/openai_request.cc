@@ -200,7 +200,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
   if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "echo", false); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "suffix", ""); !s.ok()) return s;
-  if (absl::Status s = Unsupported(body, "logprobs", 0); !s.ok()) return s;
+  if (absl::Status s = Unsupported(body, "logprobs", nullptr); !s.ok()) return s;
   return out;
 }
 
