@@ -2,7 +2,11 @@
 // completions and chat, streamed and not, equal to the gRPC path (Generate, Chat,
 // RenderChat) for the same request; error bodies and codes; keys shared with gRPC; a
 // client that disconnects mid-stream frees its blocks; draining answers 503.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -482,6 +486,64 @@ TEST_F(HttpServerTest, OneKeepAliveConnectionServesRequestAfterRequest) {
   ASSERT_TRUE(models);
   EXPECT_EQ(models->status, 200);
   EXPECT_EQ(connections, 1);
+}
+
+TEST_F(HttpServerTest, DrainLetsAStreamInFlightFinish) {
+  StartServer();
+  gate_.Set(false);
+  std::string body;
+  std::thread client([&] {
+    const json req = {{"messages", kMessages}, {"max_tokens", 8}, {"stream", true}};
+    body = Post("/v1/chat/completions", req).body;
+  });
+  // The stream is in flight (its request counted) before the drain starts.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (engine_->Stats().num_submitted < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  std::thread drain([&] { EXPECT_EQ(server_->Drain(), 0); });  // waits for the stream
+  while (Get("/health").status != 503 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(Post("/v1/chat/completions", json{{"messages", kMessages}}).status, 503);
+  gate_.Set(true);
+  client.join();
+  drain.join();
+  const std::vector<json> events = Events(body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpServerTest, Expect100ContinueGetsTheGoAheadBeforeTheBody) {
+  StartServer();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval timeout{.tv_sec = 20, .tv_usec = 0};  // a missing go-ahead fails, never hangs
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->http_port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", 2}}.dump();
+  const std::string head = absl::StrCat(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nConnection: close\r\nContent-Length: ",
+      body.size(), "\r\n\r\n");
+  ASSERT_EQ(write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+  auto read_some = [fd] {
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    return n > 0 ? std::string(buf, n) : std::string();
+  };
+  EXPECT_EQ(read_some(), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_EQ(write(fd, body.data(), body.size()), static_cast<ssize_t>(body.size()));
+  std::string reply;
+  for (std::string part = read_some(); !part.empty(); part = read_some()) reply += part;
+  close(fd);
+  EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(reply, HasSubstr("\"completion_tokens\":2"));
 }
 
 TEST_F(HttpServerTest, DrainingAnswers503) {

@@ -48,9 +48,29 @@ void HttpSession::DoRead() {
   keep_alive_ = true;
   response_complete_ = false;
   stream_.expires_after(Chrono(kIdleTimeout));
-  bhttp::async_read(
+  bhttp::async_read_header(
       stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+}
+
+void HttpSession::OnHeader(beast::error_code ec) {
+  if (ec) return OnRead(ec);
+  auto read_body = [self = shared_from_this()] {
+    bhttp::async_read(self->stream_, self->buffer_, *self->parser_,
+                      [self](beast::error_code ec, size_t) { self->OnRead(ec); });
+  };
+  // curl sends "Expect: 100-continue" before a body over 1 KiB and waits a second for
+  // the go-ahead: give it at once.
+  auto it = parser_->get().find(bhttp::field::expect);
+  if (it == parser_->get().end() || !beast::iequals(it->value(), "100-continue")) {
+    return read_body();
+  }
+  static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(kContinue),
+                   [self = shared_from_this(), read_body](beast::error_code ec, size_t) {
+                     if (ec) return self->Close();
+                     read_body();
+                   });
 }
 
 void HttpSession::OnRead(beast::error_code ec) {

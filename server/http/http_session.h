@@ -51,6 +51,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   };
 
   void DoRead();
+  // Answers "Expect: 100-continue", then reads the body.
+  void OnHeader(boost::beast::error_code ec);
   void OnRead(boost::beast::error_code ec);
   void Route(const Request& req);
   void HandleGeneration(const Request& req, ApiKind kind);
