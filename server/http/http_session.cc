@@ -289,6 +289,7 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
   } else if (batch.finish_reason != engine::FinishReason::kAbort) {
     g.metrics->request_success.Inc(engine::FinishReasonName(batch.finish_reason));
     g.metrics->e2e_request_latency.Observe(absl::ToDoubleSeconds(absl::Now() - g.start));
+    g.metrics->request_queue_time.Observe(absl::ToDoubleSeconds(batch.usage.queue_time));
     if (batch.usage.completion_tokens > 0) {
       g.metrics->time_to_first_token.Observe(
           absl::ToDoubleSeconds(batch.usage.time_to_first_token));
