@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/chat_prompt.h"
 #include "engine/engine_core.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -96,6 +97,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     engine->max_prompt_bytes_ = longest * engine->core_->model_config().context_length;
   }
   {
+    const model::Tokenizer& tok = engine->core_->tokenizer();
+    ASSIGN_OR_RETURN(
+        engine->chat_,
+        ChatPrompt::Create(*file, config.chat_template, std::string(tok.Piece(tok.bos_id())),
+                           std::string(tok.Piece(tok.eos_id())), tok.add_bos()));
+  }
+  {
     MutexLock lock(&engine->mu_);
     engine->core_->FillStats(&engine->stats_);
   }
@@ -130,6 +138,23 @@ void Engine::Stop() {
     out.usage.prompt_tokens = static_cast<int32_t>(p.prompt.size());
     p.sink->OnOutput(std::move(out));
   }
+}
+
+absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
+                                               bool add_generation_prompt) const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    bytes += static_cast<int64_t>(m.role.size() + m.content.size());
+    if (!model::IsValidUtf8(m.role) || !model::IsValidUtf8(m.content)) {
+      return Invalid(absl::StrCat("messages[", i, "]"), "is not valid UTF-8");
+    }
+  }
+  if (bytes > max_prompt_bytes_) {
+    return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes_,
+                                            " are accepted (max_prompt_bytes)"));
+  }
+  return chat_->Render(messages, add_generation_prompt);
 }
 
 const model::Tokenizer& Engine::tokenizer() const { return core_->tokenizer(); }
@@ -170,7 +195,17 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
     return Invalid("prompt_token_ids", absl::StrCat("has ", r.prompt_token_ids.size(),
                                                     " tokens; the context length is ", context));
   }
-  if (!r.prompt_token_ids.empty()) {
+  if (!r.messages.empty()) {
+    if (!r.prompt.empty() || !r.prompt_token_ids.empty()) {
+      return Invalid("messages", "give either messages or a prompt, not both");
+    }
+    ASSIGN_OR_RETURN(const std::string text, RenderChat(r.messages, r.add_generation_prompt));
+    if (static_cast<int64_t>(text.size()) > max_prompt_bytes_) {
+      return Invalid("messages", absl::StrCat("render to ", text.size(), " bytes; at most ",
+                                              max_prompt_bytes_, " (max_prompt_bytes)"));
+    }
+    *prompt = tok.Encode(text, tok.add_bos(), /*parse_special=*/true);
+  } else if (!r.prompt_token_ids.empty()) {
     for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
       const int32_t id = r.prompt_token_ids[i];
       if (id < 0 || id >= vocab) {
@@ -292,6 +327,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   RETURN_IF_ERROR(Validate(request, limit, &p.prompt, &p.max_total_tokens));
   request.prompt.clear();
   request.prompt_token_ids.clear();
+  request.messages.clear();
   SubmitResult result;
   result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
   MutexLock lock(&mu_);

@@ -67,6 +67,9 @@ struct EngineConfig {
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold: context x longest token
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
+  // Chat template source overriding the model's tokenizer.chat_template (--chat-template);
+  // empty = the model's.
+  std::string chat_template;
   StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
 };
 
@@ -120,6 +123,8 @@ struct SubmitResult {
   int32_t prompt_tokens = 0;
 };
 
+class ChatPrompt;
+
 class Engine {
  public:
   // Loads the model and tokenizer from `file` onto `backend` and sizes the KV cache.
@@ -161,6 +166,12 @@ class Engine {
   // The text of `ids` (a leading SentencePiece space stripped); InvalidArgument names an id
   // outside the vocabulary ("token_ids: ...").
   absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& ids) const;
+  // The prompt text the chat template makes of `messages` (without the BOS tokenization
+  // adds). FailedPrecondition when the model has no usable template; InvalidArgument
+  // ("messages: ...") for an empty list, invalid UTF-8, more than max_prompt_bytes or a
+  // conversation the template refuses; Unimplemented for a construct outside the subset.
+  absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const;
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }
@@ -197,6 +208,7 @@ class Engine {
   EngineConfig config_;
   int64_t max_prompt_bytes_ = 0;  // the effective prompt limit (see EngineConfig)
   std::unique_ptr<Core> core_;
+  std::unique_ptr<ChatPrompt> chat_;
   std::thread thread_;
 
   mutable Mutex mu_;

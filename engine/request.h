@@ -24,10 +24,20 @@ struct SamplingParams {
   std::optional<int32_t> logprobs;  // unset: none; N in [0, 20]: chosen token plus top-N
 };
 
+// One turn of a chat request.
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", ... (as the template knows them)
+  std::string content;
+};
+
 struct GenerationRequest {
   std::string request_id;                 // client-visible id; generated when empty
   std::string prompt;                     // text, used when prompt_token_ids is empty
   std::vector<int32_t> prompt_token_ids;  // already tokenized prompt (no BOS is added)
+  // A chat request: the prompt is the model's chat template rendered for these messages
+  // (prompt and prompt_token_ids must be empty), tokenized with special tokens parsed.
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;  // chat: end with the assistant turn's header
   SamplingParams sampling;
   std::optional<int32_t> max_tokens;  // unset: up to the context length
   std::vector<std::string> stop;      // stop strings (never part of the delivered text)

@@ -1,9 +1,8 @@
 #include "server/generate_reactor.h"
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/support/proto_buffer_reader.h"
-#include "pagoda/internal/raw_generate_request.pb.h"
 #include "server/access_log.h"
+#include "server/admission.h"
 #include "server/request_convert.h"
 #include "server/status_details.h"
 #include "spdlog/spdlog.h"
@@ -70,17 +69,7 @@ void GenerateReactor::Reject(const absl::Status& status) {
   Finish(ToGrpcStatus(status));
 }
 
-absl::Status GenerateReactor::Admit() const {
-  if (!caller_.ok()) return caller_.status();
-  if (caller_->bucket == nullptr) return absl::OkStatus();
-  const absl::Duration wait = caller_->bucket->TimeUntilAvailable();
-  if (wait == absl::ZeroDuration()) return absl::OkStatus();
-  return WithRetryDelay(
-      absl::ResourceExhaustedError(absl::StrCat(
-          "tenant \"", caller_->tenant->engine.name, "\": tokens_per_minute (",
-          caller_->tenant->tokens_per_minute, ") exceeded; retry in ", absl::FormatDuration(wait))),
-      wait);
-}
+absl::Status GenerateReactor::Admit() const { return AdmitCaller(caller_); }
 
 void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
   if (caller_.ok()) SetTenant(caller_->tenant->engine.name);  // else counted as anonymous
@@ -90,18 +79,13 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
     Reject(admitted);
     return;
   }
-  internal::RawGenerateRequest raw;
-  grpc::ByteBuffer copy(*request);
-  grpc::ProtoBufferReader reader(&copy);
-  if (!raw.ParseFromZeroCopyStream(&reader)) {
-    Reject(absl::InvalidArgumentError("request: not a valid GenerateRequest message"));
-    return;
-  }
+  std::string sent_id;
+  absl::StatusOr<engine::GenerationRequest> converted =
+      (deps_.parse != nullptr ? deps_.parse : ParseGenerateRequest)(*request, &sent_id);
   {
     MutexLock lock(&mu_);
-    request_id_ = raw.request_id();  // for the access log of a rejection; the engine's wins
+    request_id_ = sent_id;  // for the access log of a rejection; the engine's wins
   }
-  absl::StatusOr<engine::GenerationRequest> converted = ToEngineRequest(raw);
   if (!converted.ok()) {
     Reject(converted.status());
     return;

@@ -27,12 +27,18 @@ struct DrainCounter {
   std::atomic<int64_t> cut{0};
 };
 
+// Parses a stream's request message into the engine request; `request_id` receives the id
+// as sent (for the access log) even when the conversion fails.
+using RequestParser = absl::StatusOr<engine::GenerationRequest> (*)(const grpc::ByteBuffer& request,
+                                                                    std::string* request_id);
+
 // What a stream needs from the service around it.
 struct StreamDeps {
   engine::Engine* engine = nullptr;
   ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* active_streams = nullptr;  // incremented while the reactor lives
   DrainCounter* drain = nullptr;
+  RequestParser parse = nullptr;  // null: a GenerateRequest (ParseGenerateRequest)
 };
 
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {

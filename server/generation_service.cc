@@ -4,6 +4,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "pagoda/internal/raw_tokenize_request.pb.h"
+#include "server/chat_convert.h"
 #include "server/generate_reactor.h"
 #include "server/request_convert.h"
 
@@ -42,6 +43,37 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
                                  .active_streams = &active_streams_,
                                  .drain = &drain_},
                                 Authenticate(context));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Chat(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  generate_calls_.fetch_add(1);
+  return GenerateReactor::Start(request,
+                                {.engine = engine_,
+                                 .metrics = metrics_,
+                                 .active_streams = &active_streams_,
+                                 .drain = &drain_,
+                                 .parse = ParseChatRequest},
+                                Authenticate(context));
+}
+
+grpc::ServerUnaryReactor* GenerationService::RenderChat(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  if (absl::StatusOr<Caller> caller = Authenticate(context); !caller.ok()) {
+    return FinishUnary(context, ToGrpcStatus(caller.status()));
+  }
+  absl::StatusOr<internal::RawChatRequest> raw = ParseRawChatRequest(*request);
+  if (!raw.ok()) return FinishUnary(context, ToGrpcStatus(raw.status()));
+  absl::StatusOr<std::string> prompt = engine_->RenderChat(
+      ToEngineMessages(*raw), !raw->has_add_generation_prompt() || raw->add_generation_prompt());
+  if (!prompt.ok()) return FinishUnary(context, ToGrpcStatus(prompt.status()));
+  v1::RenderChatResponse out;
+  out.set_prompt(*std::move(prompt));
+  grpc::ProtoBufferWriter writer(response, grpc::kProtoBufferWriterMaxBufferLength,
+                                 static_cast<int>(out.ByteSizeLong()));
+  out.SerializeToZeroCopyStream(&writer);
+  return FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

@@ -15,9 +15,11 @@
 
 namespace pagoda::server {
 
-class GenerationService final
-    : public v1::Generation::WithRawCallbackMethod_Generate<
-          v1::Generation::WithRawCallbackMethod_Tokenize<v1::Generation::CallbackService>> {
+class GenerationService final : public v1::Generation::WithRawCallbackMethod_Generate<
+                                    v1::Generation::WithRawCallbackMethod_Chat<
+                                        v1::Generation::WithRawCallbackMethod_RenderChat<
+                                            v1::Generation::WithRawCallbackMethod_Tokenize<
+                                                v1::Generation::CallbackService>>>> {
  public:
   // Serves `engine` to the callers `tenants` authenticates (both must outlive it).
   GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,
@@ -25,6 +27,12 @@ class GenerationService final
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
+  // Generate with the prompt the chat template makes of the messages (same stream).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Chat(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* RenderChat(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
@@ -35,9 +43,9 @@ class GenerationService final
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
 
-  // Generate streams not yet done.
+  // Generate and Chat streams not yet done.
   int64_t active_streams() const { return active_streams_.load(); }
-  // Generate calls that reached this service since it was made.
+  // Generate and Chat calls that reached this service since it was made.
   int64_t generate_calls() const { return generate_calls_.load(); }
   // From `deadline` on, streams cancelled before their end count as cut off by a drain.
   void SetDrainDeadline(absl::Time deadline) {

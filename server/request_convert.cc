@@ -1,6 +1,7 @@
 #include "server/request_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/status_details.h"
 
 namespace pagoda::server {
@@ -27,6 +28,18 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   r.parse_special = !raw.has_parse_special() || raw.parse_special();
   r.priority = raw.priority();
   return r;
+}
+
+absl::StatusOr<engine::GenerationRequest> ParseGenerateRequest(const grpc::ByteBuffer& request,
+                                                               std::string* request_id) {
+  internal::RawGenerateRequest raw;
+  grpc::ByteBuffer copy(request);
+  grpc::ProtoBufferReader reader(&copy);
+  if (!raw.ParseFromZeroCopyStream(&reader)) {
+    return absl::InvalidArgumentError("request: not a valid GenerateRequest message");
+  }
+  *request_id = raw.request_id();
+  return ToEngineRequest(raw);
 }
 
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response) {

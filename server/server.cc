@@ -10,6 +10,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/generation_service.h"
+#include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "spdlog/spdlog.h"
 
@@ -89,6 +90,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       return s;
     }
   }
+  if (options.http_port >= 0) {
+    if (absl::Status s = server->StartOpenAiHttp(); !s.ok()) {
+      server->grpc_server_->Shutdown();
+      return s;
+    }
+  }
   server->SetServing(true);
   server->watchdog_ = std::thread([s = server.get()] { s->WatchdogLoop(); });
   spdlog::info("serving on {}:{} (metrics on port {})", options.host, server->port_,
@@ -135,6 +142,27 @@ absl::Status Server::StartMetricsEndpoint() {
         absl::StrCat("cannot listen for metrics on ", options_.host, ":", options_.metrics_port));
   }
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartOpenAiHttp() {
+  http::HttpDeps deps{.engine = engine_,
+                      .tenants = tenants_.get(),
+                      .metrics = metrics_.get(),
+                      .model_name = options_.model_name,
+                      .render_metrics = [this] { return RenderMetrics(); },
+                      .serving =
+                          [this] {
+                            MutexLock lock(&mu_);
+                            return serving_;
+                          }};
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> server = http::HttpServer::Start(
+      {.host = options_.host, .port = options_.http_port, .num_threads = options_.http_threads},
+      std::move(deps));
+  if (!server.ok()) return server.status();
+  openai_http_ = *std::move(server);
+  http_port_ = openai_http_->port();
+  spdlog::info("OpenAI-compatible HTTP on {}:{}", options_.host, http_port_);
   return absl::OkStatus();
 }
 
@@ -195,11 +223,13 @@ int64_t Server::Drain() {
                service_->active_streams());
   const absl::Time deadline = absl::Now() + options_.drain_timeout;
   service_->SetDrainDeadline(deadline);
+  if (openai_http_) openai_http_->StartDraining();
   // Returns when every call is done, or at the deadline after cancelling the calls still
   // open; meanwhile new connections are refused and new streams on existing ones are
   // refused by the transport, so they never reach the service.
   grpc_server_->Shutdown(absl::ToChronoTime(deadline));
-  const int64_t cut = service_->streams_cut();
+  int64_t cut = service_->streams_cut();
+  if (openai_http_) cut += openai_http_->Drain(deadline);
   if (cut > 0) {
     spdlog::warn("drain timeout ({}) passed: cut off {} streams",
                  absl::FormatDuration(options_.drain_timeout), cut);
@@ -215,6 +245,7 @@ Server::~Server() {
     stopping_ = true;
   }
   if (watchdog_.joinable()) watchdog_.join();
+  openai_http_.reset();
   if (http_) http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
   if (grpc_server_) {

@@ -23,6 +23,9 @@ namespace pagoda::server {
 
 class GenerationService;
 struct ServerMetrics;
+namespace http {
+class HttpServer;
+}
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
@@ -39,6 +42,9 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // The OpenAI-compatible HTTP door (docs/API.md): -1 = off, 0 = pick a free port.
+  int http_port = -1;
+  int http_threads = 2;  // its event-loop threads
 };
 
 class Server {
@@ -51,6 +57,8 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP door's port; -1 when off.
+  int http_port() const { return http_port_; }
   // Health NOT_SERVING (also on /health, until the server is destroyed), then gRPC's
   // graceful shutdown: stop listening and send HTTP/2 GOAWAY, so new streams fail at the
   // transport (a load balancer retries them elsewhere), while in-flight streams run to
@@ -68,6 +76,7 @@ class Server {
  private:
   Server(const ServerOptions& options, engine::Engine* engine);
   absl::Status StartMetricsEndpoint();
+  absl::Status StartOpenAiHttp();
   void WatchdogLoop();
   void SetServing(bool serving);
 
@@ -78,10 +87,12 @@ class Server {
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<http::HttpServer> openai_http_;  // the OpenAI-compatible door, when on
   std::thread http_thread_;
   std::thread watchdog_;
   int port_ = 0;
   int metrics_port_ = -1;
+  int http_port_ = -1;
 
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 #include "tools/engine_flags.h"
 
+#include "chat/template_source.h"
 #include "common/status_macros.h"
 #include "kernels/backend.h"
 #include "model/make_model.h"
@@ -57,6 +58,9 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "on, or off to recompute every sequence from scratch at every step (the "
                   "baseline the KV cache removes)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--chat-template", f->chat_template,
+                  "Jinja chat template file used instead of the model's tokenizer.chat_template "
+                  "(a template that cannot be rendered is a start-up error)");
 }
 
 absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
@@ -84,6 +88,9 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   c.max_prompt_bytes = f.max_prompt_bytes;
   c.max_stop_strings = f.max_stop_strings;
   c.max_stop_string_bytes = f.max_stop_string_bytes;
+  if (!f.chat_template.empty()) {
+    ASSIGN_OR_RETURN(c.chat_template, chat::ChatTemplateFromFile(f.chat_template));
+  }
   return c;
 }
 

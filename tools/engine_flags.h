@@ -29,6 +29,7 @@ struct EngineFlags {
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
+  std::string chat_template;  // a Jinja template file overriding the model's; empty = none
 };
 
 // Adds --model, --device, --threads, --cpu-matmul, the engine sizing flags and the request

@@ -22,6 +22,8 @@ struct ServeFlags {
   std::string host = "0.0.0.0";
   int32_t port = 50051;
   int32_t metrics_port = 9090;
+  int32_t http_port = -1;
+  int32_t http_threads = 2;
   int32_t max_queued_requests = 1024;
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(30);
@@ -135,7 +137,9 @@ int RunServe(const ServeFlags& flags) {
                                 .tenants = *std::move(tenants),
                                 .tls_cert = flags.tls_cert,
                                 .tls_key = flags.tls_key,
-                                .tls_client_ca = flags.tls_client_ca};
+                                .tls_client_ca = flags.tls_client_ca,
+                                .http_port = flags.http_port,
+                                .http_threads = flags.http_threads};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
@@ -167,6 +171,14 @@ Command AddServeCommand(CLI::App& app) {
   cmd->add_option("--metrics-port", flags->metrics_port,
                   "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it")
       ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--http-port", flags->http_port,
+                  "OpenAI-compatible HTTP port (/v1/completions, /v1/chat/completions, "
+                  "/v1/models, /apply-template, /health, /metrics; plaintext, same keys as "
+                  "gRPC); -1 (default) = off, 0 picks a free one (logged)")
+      ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--http-threads", flags->http_threads,
+                  "event-loop threads of the HTTP port (connections never get a thread each)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--max-queued-requests", flags->max_queued_requests,
                   "requests waiting to run at most; beyond it new requests get "
                   "RESOURCE_EXHAUSTED; 0 = no limit")

@@ -1,0 +1,82 @@
+#include "engine/chat_prompt.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "chat/chat_template.h"
+#include "chat/template_source.h"
+#include "model/gguf.h"
+
+namespace pagoda::engine {
+namespace {
+
+// Parses `source` and renders a one-user conversation with it: a template that fails
+// either is no use for any request.
+absl::StatusOr<chat::ChatTemplate> ParseAndProbe(std::string source,
+                                                 const chat::RenderOptions& options) {
+  absl::StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::Parse(std::move(source));
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::string> probe = t->Render({{"user", "Hello"}}, options);
+  if (!probe.ok()) return probe.status();
+  return t;
+}
+
+}  // namespace
+
+ChatPrompt::~ChatPrompt() = default;
+
+absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufFile& file,
+                                                               const std::string& override_source,
+                                                               std::string bos_text,
+                                                               std::string eos_text,
+                                                               bool strip_bos) {
+  std::unique_ptr<ChatPrompt> p(new ChatPrompt());
+  p->bos_text_ = std::move(bos_text);
+  p->eos_text_ = std::move(eos_text);
+  p->strip_bos_ = strip_bos;
+  chat::RenderOptions options{.bos_token = p->bos_text_, .eos_token = p->eos_text_};
+  if (!override_source.empty()) {
+    absl::StatusOr<chat::ChatTemplate> t = ParseAndProbe(override_source, options);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat_template (--chat-template): ", t.status().message()));
+    }
+    p->template_ = std::make_unique<chat::ChatTemplate>(*std::move(t));
+    return p;
+  }
+  absl::StatusOr<std::string> source = chat::ChatTemplateFromGguf(file);
+  if (!source.ok()) {
+    p->unusable_ = absl::FailedPreconditionError(
+        absl::StrCat("messages: ", source.status().message(),
+                     "; start the daemon with --chat-template FILE to chat with it"));
+    return p;
+  }
+  absl::StatusOr<chat::ChatTemplate> t = ParseAndProbe(*std::move(source), options);
+  if (!t.ok()) {
+    p->unusable_ = absl::FailedPreconditionError(
+        absl::StrCat("messages: the model's chat template cannot be rendered (",
+                     t.status().message(), "); give one with --chat-template FILE"));
+    return p;
+  }
+  p->template_ = std::make_unique<chat::ChatTemplate>(*std::move(t));
+  return p;
+}
+
+absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& messages,
+                                               bool add_generation_prompt) const {
+  if (template_ == nullptr) return unusable_;
+  if (messages.empty()) return absl::InvalidArgumentError("messages: is empty");
+  std::vector<chat::ChatMessage> turns;
+  turns.reserve(messages.size());
+  for (const ChatMessage& m : messages) turns.push_back({m.role, m.content});
+  chat::RenderOptions options{.add_generation_prompt = add_generation_prompt,
+                              .bos_token = bos_text_,
+                              .eos_token = eos_text_,
+                              .strip_leading_bos = strip_bos_};
+  absl::StatusOr<std::string> text = template_->Render(turns, options);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat("messages: ", text.status().message()));
+  }
+  return text;
+}
+
+}  // namespace pagoda::engine

@@ -1,0 +1,50 @@
+// A model's chat template, ready to turn a chat request's messages into its prompt text
+// (the engine tokenizes that text with special tokens parsed).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+
+namespace pagoda::gguf {
+class GgufFile;
+}
+namespace pagoda::chat {
+class ChatTemplate;
+}
+
+namespace pagoda::engine {
+
+class ChatPrompt {
+ public:
+  // The template `override_source` (--chat-template; non-empty) or else the file's
+  // `tokenizer.chat_template`. An override that does not parse or cannot render a one-user
+  // conversation is InvalidArgument (a load error); a model template with either problem,
+  // or none at all, is remembered and returned by every Render. `bos_text`/`eos_text` are
+  // the vocabulary's BOS/EOS pieces; with `strip_bos` a rendered leading BOS is dropped
+  // (tokenization adds it).
+  static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const gguf::GgufFile& file,
+                                                            const std::string& override_source,
+                                                            std::string bos_text,
+                                                            std::string eos_text, bool strip_bos);
+  ~ChatPrompt();
+
+  // The prompt text for `messages`; FailedPrecondition when the model has no usable
+  // template (naming why), InvalidArgument for messages the template refuses
+  // (raise_exception) or an empty list, Unimplemented for a construct outside the subset.
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     bool add_generation_prompt) const;
+
+ private:
+  ChatPrompt() = default;
+  std::unique_ptr<chat::ChatTemplate> template_;
+  absl::Status unusable_;  // why there is no template (template_ null)
+  std::string bos_text_;
+  std::string eos_text_;
+  bool strip_bos_ = false;
+};
+
+}  // namespace pagoda::engine

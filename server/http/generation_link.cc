@@ -1,0 +1,43 @@
+#include "server/http/generation_link.h"
+
+#include <utility>
+
+namespace pagoda::server::http {
+
+GenerationLink::GenerationLink(std::function<void()> wake) : wake_(std::move(wake)) {}
+
+void GenerationLink::OnOutput(engine::GenerationOutput output) {
+  std::function<void()> last;  // released after the lock
+  MutexLock lock(&mu_);
+  pending_.text += output.text;
+  pending_.num_tokens += static_cast<int32_t>(output.token_ids.size());
+  if (output.finished()) {
+    pending_.finish_reason = output.finish_reason;
+    pending_.error = output.error;
+    pending_.usage = output.usage;
+  }
+  // Under the lock, so that no wake follows Detach(); a wake only posts.
+  if (!wake_outstanding_ && wake_) {
+    wake_outstanding_ = true;
+    wake_();
+  }
+  // The last output: no further wake is needed; drop what wake_ holds.
+  if (output.finished()) last = std::move(wake_);
+}
+
+OutputBatch GenerationLink::Take() {
+  MutexLock lock(&mu_);
+  OutputBatch out = std::move(pending_);
+  pending_ = OutputBatch();
+  wake_outstanding_ = false;
+  return out;
+}
+
+void GenerationLink::Detach() {
+  std::function<void()> drop;
+  MutexLock lock(&mu_);
+  drop = std::move(wake_);
+  wake_ = nullptr;
+}
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,48 @@
+// The bridge between the engine thread and an HTTP connection: an OutputSink that only
+// accumulates a request's outputs under a mutex and wakes the connection (on its own
+// executor) once per batch, so the engine thread never blocks and a slow connection sees
+// merged deltas. Detach() cuts it from the connection (shutdown), after which nothing is
+// posted any more.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/mutex.h"
+#include "engine/request.h"
+
+namespace pagoda::server::http {
+
+// What arrived since the last Take().
+struct OutputBatch {
+  std::string text;
+  int32_t num_tokens = 0;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+  absl::Status error;   // when finish_reason is kError
+  engine::Usage usage;  // complete when finished
+
+  bool finished() const { return finish_reason != engine::FinishReason::kNone; }
+};
+
+class GenerationLink final : public engine::OutputSink {
+ public:
+  // `wake` is called (from the engine thread, under no lock of the caller's) when a batch
+  // becomes available and no wake is outstanding; it must only post work elsewhere.
+  explicit GenerationLink(std::function<void()> wake);
+
+  void OnOutput(engine::GenerationOutput output) override;
+  // Everything delivered since the last call; allows the next wake.
+  OutputBatch Take();
+  // No more wakes; releases `wake` (and what it holds).
+  void Detach();
+
+ private:
+  Mutex mu_;
+  OutputBatch pending_ ABSL_GUARDED_BY(mu_);
+  bool wake_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pagoda::server::http

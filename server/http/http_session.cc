@@ -1,0 +1,455 @@
+#include "server/http/http_session.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/access_log.h"
+#include "server/admission.h"
+#include "spdlog/spdlog.h"
+
+namespace pagoda::server::http {
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using nlohmann::json;
+
+constexpr uint64_t kBodyLimit = 16 << 20;                    // bytes of a request body at most
+constexpr absl::Duration kIdleTimeout = absl::Seconds(60);   // reading a request
+constexpr absl::Duration kWriteTimeout = absl::Seconds(30);  // writing a whole response
+
+std::chrono::steady_clock::duration Chrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(d);
+}
+
+std::string ChunkOf(const std::string& data) {
+  return absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n");
+}
+
+const char* IdPrefix(ApiKind kind) { return kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"; }
+
+}  // namespace
+
+HttpSession::HttpSession(net::ip::tcp::socket socket, std::shared_ptr<HttpContext> context)
+    : stream_(std::move(socket)), context_(std::move(context)) {}
+
+void HttpSession::Run() {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
+}
+
+void HttpSession::DoRead() {
+  if (closed_) return;
+  parser_.emplace();
+  parser_->body_limit(kBodyLimit);
+  keep_alive_ = true;
+  response_complete_ = false;
+  stream_.expires_after(Chrono(kIdleTimeout));
+  bhttp::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+}
+
+void HttpSession::OnHeader(beast::error_code ec) {
+  if (ec) return OnRead(ec);
+  auto read_body = [self = shared_from_this()] {
+    bhttp::async_read(self->stream_, self->buffer_, *self->parser_,
+                      [self](beast::error_code ec, size_t) { self->OnRead(ec); });
+  };
+  // curl sends "Expect: 100-continue" before a body over 1 KiB and waits a second for
+  // the go-ahead: give it at once.
+  auto it = parser_->get().find(bhttp::field::expect);
+  if (it == parser_->get().end() || !beast::iequals(it->value(), "100-continue")) {
+    return read_body();
+  }
+  static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(kContinue),
+                   [self = shared_from_this(), read_body](beast::error_code ec, size_t) {
+                     if (ec) return self->Close();
+                     read_body();
+                   });
+}
+
+void HttpSession::OnRead(beast::error_code ec) {
+  if (ec == bhttp::error::body_limit) {
+    keep_alive_ = false;
+    RespondError(MakeHttpError(413, absl::StrCat("request body is over ", kBodyLimit, " bytes"),
+                               "invalid_request_error", "request_too_large"));
+    return;
+  }
+  if (ec) {
+    // end_of_stream, timeout, reset, or a malformed request: nothing to answer to.
+    if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
+        ec != net::error::operation_aborted && ec != net::error::connection_reset &&
+        ec != net::error::eof && !closed_ && buffer_.size() > 0) {
+      keep_alive_ = false;
+      RespondError(MakeHttpError(400, absl::StrCat("malformed HTTP request: ", ec.message()),
+                                 "invalid_request_error", "bad_request"));
+      return;
+    }
+    Close();
+    return;
+  }
+  const Request& req = parser_->get();
+  keep_alive_ = req.keep_alive();
+  stream_.expires_never();
+  Route(req);
+}
+
+absl::StatusOr<Caller> HttpSession::Authenticate(const Request& req) const {
+  std::optional<absl::string_view> value;
+  auto it = req.find(bhttp::field::authorization);
+  if (it != req.end()) value = absl::string_view(it->value().data(), it->value().size());
+  return context_->deps().tenants->Authenticate(value);
+}
+
+void HttpSession::Route(const Request& req) {
+  std::string_view target(req.target().data(), req.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool get = req.method() == bhttp::verb::get;
+  const bool post = req.method() == bhttp::verb::post;
+  if (path == "/health") {
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    const bool ok = context_->deps().serving() && !context_->draining();
+    return Respond(ok ? 200 : 503, "application/json",
+                   ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})");
+  }
+  if (path == "/metrics") {
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    return Respond(200, "text/plain; version=0.0.4", context_->deps().render_metrics());
+  }
+  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
+                     path == "/apply-template" || path == "/v1/models" ||
+                     path.starts_with("/v1/models/");
+  if (!known) {
+    return RespondError(MakeHttpError(404, absl::StrCat("no route for ", std::string(path)),
+                                      "invalid_request_error", "unknown_url"));
+  }
+  if (context_->draining()) {
+    keep_alive_ = false;
+    return RespondError(ToHttpError(absl::UnavailableError("the server is draining")));
+  }
+  if (path == "/v1/models" || path.starts_with("/v1/models/")) {
+    if (!get)
+      return RespondError(
+          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    return HandleModels(req, path == "/v1/models" ? std::string_view() : path.substr(11));
+  }
+  if (!post)
+    return RespondError(
+        MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
+  if (path == "/apply-template") return HandleApplyTemplate(req);
+  HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
+}
+
+void HttpSession::HandleModels(const Request& req, std::string_view id) {
+  if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
+    return RespondError(ToHttpError(caller.status()));
+  }
+  const std::string& name = context_->deps().model_name;
+  const json model = {
+      {"id", name}, {"object", "model"}, {"created", context_->created()}, {"owned_by", "pagoda"}};
+  if (id.empty()) {
+    return Respond(200, "application/json",
+                   Dump({{"object", "list"}, {"data", json::array({model})}}));
+  }
+  if (id != name) {
+    return RespondError(
+        MakeHttpError(404, absl::StrCat("model \"", std::string(id), "\" does not exist"),
+                      "invalid_request_error", "model_not_found"));
+  }
+  Respond(200, "application/json", Dump(model));
+}
+
+void HttpSession::HandleApplyTemplate(const Request& req) {
+  if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
+    return RespondError(ToHttpError(caller.status()));
+  }
+  json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
+  }
+  absl::StatusOr<std::vector<engine::ChatMessage>> messages = ParseMessages(body);
+  if (!messages.ok()) return RespondError(ToHttpError(messages.status()));
+  bool add_generation_prompt = true;
+  if (auto it = body.find("add_generation_prompt"); it != body.end() && it->is_boolean()) {
+    add_generation_prompt = it->get<bool>();
+  }
+  absl::StatusOr<std::string> prompt =
+      context_->deps().engine->RenderChat(*messages, add_generation_prompt);
+  if (!prompt.ok()) return RespondError(ToHttpError(prompt.status()));
+  Respond(200, "application/json", Dump({{"prompt", *prompt}}));
+}
+
+void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
+  absl::StatusOr<Caller> caller = Authenticate(req);
+  // Authentication and the rate limit first: a refused caller costs no parsing.
+  if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
+    TenantMetrics& m = context_->deps().metrics->ForTenant(caller.ok() ? caller->tenant->engine.name
+                                                                       : std::string());
+    m.request_failure.Inc(absl::StatusCodeToString(admitted.code()));
+    return RespondError(ToHttpError(admitted));
+  }
+  json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
+  }
+  absl::StatusOr<OpenAiRequest> parsed =
+      kind == ApiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
+  if (!parsed.ok()) return RespondError(ToHttpError(parsed.status()));
+  if (!parsed->model.empty() && parsed->model != context_->deps().model_name) {
+    return RespondError(MakeHttpError(
+        404,
+        absl::StrCat("model \"", parsed->model, "\" does not exist; this server serves \"",
+                     context_->deps().model_name, "\""),
+        "invalid_request_error", "model_not_found"));
+  }
+  StartGeneration(kind, *std::move(parsed), *std::move(caller));
+}
+
+void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller caller) {
+  Generation g;
+  g.kind = kind;
+  g.stream = parsed.stream;
+  g.include_usage = parsed.stream && parsed.include_usage;
+  g.caller = std::move(caller);
+  g.metrics = &context_->deps().metrics->ForTenant(g.caller.tenant->engine.name);
+  g.start = absl::Now();
+  parsed.request.tenant = g.caller.tenant->engine.name;  // never from the body
+  // The engine thread only posts a wake to this connection's strand.
+  g.link = std::make_shared<GenerationLink>(
+      [self = shared_from_this(), executor = stream_.get_executor()] {
+        net::post(executor, [self] { self->OnWake(); });
+      });
+  absl::StatusOr<engine::SubmitResult> submitted =
+      context_->deps().engine->Submit(std::move(parsed.request), g.link);
+  if (!submitted.ok()) {
+    g.link->Detach();
+    g.metrics->request_failure.Inc(absl::StatusCodeToString(submitted.status().code()));
+    return RespondError(ToHttpError(submitted.status()));
+  }
+  if (g.caller.bucket) g.caller.bucket->Charge(submitted->prompt_tokens);
+  g.metrics->prompt_tokens.fetch_add(submitted->prompt_tokens);
+  g.handle = submitted->handle;
+  g.request_id = submitted->request_id;
+  g.prompt_tokens = submitted->prompt_tokens;
+  g.registration = context_->Register(g.link, g.handle);
+  g.format.emplace(kind, IdPrefix(kind) + submitted->request_id, absl::ToUnixSeconds(g.start),
+                   parsed.model.empty() ? context_->deps().model_name : parsed.model);
+  gen_ = std::move(g);
+  if (gen_->stream) {
+    Write(
+        "HTTP/1.1 200 OK\r\nServer: pagoda\r\nContent-Type: text/event-stream\r\n"
+        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n");
+    if (kind == ApiKind::kChat) Write(ChunkOf(gen_->format->RoleChunk(gen_->include_usage)));
+  }
+  WatchDisconnect();
+}
+
+void HttpSession::OnWake() {
+  if (!gen_ || gen_->done) return;
+  if (writing_ && gen_->stream && !closed_) {
+    wake_waiting_ = true;  // merged into one chunk once the write in flight completes
+    return;
+  }
+  const OutputBatch batch = gen_->link->Take();
+  Generation& g = *gen_;
+  if (g.caller.bucket) g.caller.bucket->Charge(batch.num_tokens);
+  g.completion_tokens += batch.num_tokens;
+  g.metrics->generation_tokens.fetch_add(batch.num_tokens);
+  if (closed_) {
+    if (batch.finished()) FinishGeneration(batch);
+    return;
+  }
+  if (!batch.finished()) {
+    if (g.stream) {
+      if (!batch.text.empty()) Write(ChunkOf(g.format->Chunk(batch.text, "", g.include_usage)));
+    } else {
+      g.text += batch.text;
+    }
+    return;
+  }
+  FinishGeneration(batch);
+}
+
+void HttpSession::FinishGeneration(const OutputBatch& batch) {
+  Generation& g = *gen_;
+  g.done = true;
+  context_->Unregister(g.registration);
+  const bool failed = batch.finish_reason == engine::FinishReason::kError;
+  if (failed) {
+    g.metrics->request_failure.Inc(absl::StatusCodeToString(batch.error.code()));
+  } else if (batch.finish_reason != engine::FinishReason::kAbort) {
+    g.metrics->request_success.Inc(engine::FinishReasonName(batch.finish_reason));
+    g.metrics->e2e_request_latency.Observe(absl::ToDoubleSeconds(absl::Now() - g.start));
+    g.metrics->request_queue_time.Observe(absl::ToDoubleSeconds(batch.usage.queue_time));
+    if (batch.usage.completion_tokens > 0) {
+      g.metrics->time_to_first_token.Observe(
+          absl::ToDoubleSeconds(batch.usage.time_to_first_token));
+    }
+  }
+  LogAccess(failed ? batch.error : absl::OkStatus(), batch.finish_reason, &batch.usage);
+  if (closed_) return;
+  const std::string reason = engine::FinishReasonName(batch.finish_reason);
+  if (!g.stream) {
+    g.text += batch.text;
+    if (failed) return RespondError(ToHttpError(batch.error));
+    return Respond(200, "application/json", g.format->Full(g.text, reason, batch.usage));
+  }
+  if (failed) {
+    keep_alive_ = false;
+    Write(ChunkOf(ResponseFormatter::ErrorEvent(ToHttpError(batch.error).body)));
+  } else {
+    Write(ChunkOf(g.format->Chunk(batch.text, reason, g.include_usage)));
+    if (g.include_usage) Write(ChunkOf(g.format->UsageChunk(batch.usage)));
+    Write(ChunkOf(ResponseFormatter::Done()));
+  }
+  Write("0\r\n\r\n");
+  response_complete_ = true;
+  if (!writing_) EndResponse();
+}
+
+void HttpSession::LogAccess(const absl::Status& status, engine::FinishReason reason,
+                            const engine::Usage* usage) {
+  const Generation& g = *gen_;
+  const std::string code = absl::StatusCodeToString(status.code());
+  AccessLogEntry e{.tenant = g.caller.tenant->engine.name,
+                   .request_id = g.request_id,
+                   .status = code,
+                   .finish_reason = engine::FinishReasonName(reason),
+                   .error = status.message(),
+                   .prompt_tokens = g.prompt_tokens,
+                   .completion_tokens = g.completion_tokens,
+                   .e2e = absl::Now() - g.start};
+  if (usage != nullptr) {
+    e.cached_tokens = usage->cached_tokens;
+    e.queue_time = usage->queue_time;
+    if (usage->completion_tokens > 0) e.time_to_first_token = usage->time_to_first_token;
+  }
+  spdlog::info("http {}", FormatAccessLog(e));
+}
+
+void HttpSession::Respond(int status, const std::string& content_type, const std::string& body,
+                          std::optional<int64_t> retry_after) {
+  if (context_->draining()) keep_alive_ = false;
+  std::string head = absl::StrFormat(
+      "HTTP/1.1 %d %s\r\nServer: pagoda\r\nContent-Type: %s\r\nContent-Length: %d\r\n", status,
+      std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status))), content_type,
+      body.size());
+  if (retry_after.has_value()) absl::StrAppend(&head, "Retry-After: ", *retry_after, "\r\n");
+  if (!keep_alive_) head += "Connection: close\r\n";
+  head += "\r\n";
+  head += body;
+  stream_.expires_after(Chrono(kWriteTimeout));
+  Write(std::move(head));
+  response_complete_ = true;
+}
+
+void HttpSession::RespondError(const HttpError& error) {
+  Respond(error.status, "application/json", error.body, error.retry_after_s);
+}
+
+void HttpSession::Write(std::string bytes) {
+  if (closed_) return;
+  out_.push_back(std::move(bytes));
+  if (writing_) return;
+  writing_ = true;
+  net::async_write(
+      stream_, net::buffer(out_.front()),
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
+}
+
+void HttpSession::OnWrite(beast::error_code ec) {
+  writing_ = false;
+  if (ec) {
+    out_.clear();
+    ClientGone();
+    if (wake_waiting_) {  // the engine's last output must still be taken
+      wake_waiting_ = false;
+      OnWake();
+    }
+    return;
+  }
+  out_.pop_front();
+  if (!out_.empty()) {
+    writing_ = true;
+    net::async_write(
+        stream_, net::buffer(out_.front()),
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
+    return;
+  }
+  if (wake_waiting_) {
+    wake_waiting_ = false;
+    OnWake();
+    if (writing_) return;
+  }
+  if (response_complete_) EndResponse();
+}
+
+void HttpSession::EndResponse() {
+  response_complete_ = false;
+  if (gen_ && gen_->done) gen_.reset();
+  if (!keep_alive_ || context_->draining()) {
+    Close();
+    return;
+  }
+  if (watching_) {
+    next_after_watch_ = true;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);  // OnWatch then reads the next request
+    return;
+  }
+  DoRead();
+}
+
+void HttpSession::WatchDisconnect() {
+  if (closed_ || watching_) return;
+  watching_ = true;
+  stream_.socket().async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWatch(ec, n); });
+}
+
+void HttpSession::OnWatch(beast::error_code ec, size_t n) {
+  watching_ = false;
+  if (!ec) buffer_.commit(n);  // a pipelined request: parsed once this response is done
+  if (next_after_watch_) {
+    next_after_watch_ = false;
+    if (!ec || ec == net::error::operation_aborted) return DoRead();
+    return Close();
+  }
+  if (!ec) {
+    if (buffer_.size() < kBodyLimit) WatchDisconnect();
+    return;
+  }
+  if (ec == net::error::operation_aborted) return;
+  ClientGone();  // the peer closed or reset the connection
+}
+
+void HttpSession::ClientGone() {
+  if (gen_ && !gen_->done && !gen_->aborted) {
+    gen_->aborted = true;
+    gen_->metrics->requests_cancelled.fetch_add(1);
+    // The engine frees the request's blocks within a step and sends its last output,
+    // which unregisters it (OnWake -> FinishGeneration).
+    context_->deps().engine->Abort(gen_->handle);
+  }
+  Close();
+}
+
+void HttpSession::Close() {
+  if (closed_) return;
+  closed_ = true;  // a write in flight still owns out_.front(); OnWrite clears it
+  beast::error_code ignored;
+  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+}
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,97 @@
+// One HTTP/1.1 connection of the front door: reads requests, routes them, and writes
+// responses, all on the connection's strand (no thread of its own). A generation is
+// submitted to the engine with a GenerationLink; its outputs come back through the
+// strand, as one JSON body or as server-sent events (chunked). While a response is in
+// progress a read stays posted on the socket: the peer closing it aborts the engine request.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/http/http_context.h"
+#include "server/http/http_error.h"
+#include "server/http/openai_request.h"
+#include "server/http/openai_response.h"
+
+namespace pagoda::server::http {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<HttpContext> context);
+  // Starts reading requests (on the session's strand).
+  void Run();
+
+ private:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  // A generation in progress on this connection.
+  struct Generation {
+    std::shared_ptr<GenerationLink> link;
+    engine::RequestHandle handle = 0;
+    uint64_t registration = 0;
+    bool stream = false;
+    bool include_usage = false;
+    ApiKind kind = ApiKind::kCompletion;
+    std::optional<ResponseFormatter> format;
+    std::string text;  // non-streamed: the whole text so far
+    Caller caller;
+    TenantMetrics* metrics = nullptr;
+    std::string request_id;
+    int32_t prompt_tokens = 0;
+    int32_t completion_tokens = 0;
+    absl::Time start;
+    bool done = false;     // the engine delivered its last output
+    bool aborted = false;  // the client went away and the engine was told
+  };
+
+  void DoRead();
+  // Answers "Expect: 100-continue", then reads the body.
+  void OnHeader(boost::beast::error_code ec);
+  void OnRead(boost::beast::error_code ec);
+  void Route(const Request& req);
+  void HandleGeneration(const Request& req, ApiKind kind);
+  void HandleApplyTemplate(const Request& req);
+  void HandleModels(const Request& req, std::string_view id);
+  // The caller the Authorization header names (shared with gRPC: TenantRegistry).
+  absl::StatusOr<Caller> Authenticate(const Request& req) const;
+  void StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller caller);
+  void OnWake();
+  void FinishGeneration(const OutputBatch& batch);
+  void LogAccess(const absl::Status& status, engine::FinishReason reason,
+                 const engine::Usage* usage);
+
+  // A whole response; `close` ends the connection after it.
+  void Respond(int status, const std::string& content_type, const std::string& body,
+               std::optional<int64_t> retry_after = std::nullopt);
+  void RespondError(const HttpError& error);
+  void Write(std::string bytes);
+  void OnWrite(boost::beast::error_code ec);
+  // The response's last byte is written: read the next request or close.
+  void EndResponse();
+  void WatchDisconnect();
+  void OnWatch(boost::beast::error_code ec, size_t n);
+  void ClientGone();
+  void Close();
+
+  boost::beast::tcp_stream stream_;
+  std::shared_ptr<HttpContext> context_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  bool keep_alive_ = true;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool response_complete_ = false;  // the response's last bytes are queued
+  bool watching_ = false;           // a disconnect watch read is posted
+  bool next_after_watch_ = false;   // the watch was cancelled to read the next request
+  bool wake_waiting_ = false;       // outputs arrived while a write was in flight
+  bool closed_ = false;
+  std::optional<Generation> gen_;
+};
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,262 @@
+#include "server/http/openai_request.h"
+
+#include <limits>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pagoda::server::http {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// The field, or null when absent or JSON null.
+const json* Field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<std::optional<double>> Number(const json& body, const char* key) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return Bad(key, "must be a number");
+  return v->get<double>();
+}
+
+absl::StatusOr<std::optional<int64_t>> Integer(const json& body, const char* key) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (d != static_cast<double>(static_cast<int64_t>(d))) return Bad(key, "must be an integer");
+    return static_cast<int64_t>(d);
+  }
+  if (v->is_number_unsigned() && v->get<uint64_t>() > std::numeric_limits<int64_t>::max()) {
+    return Bad(key, "is too large");
+  }
+  if (!v->is_number_integer()) return Bad(key, "must be an integer");
+  return v->get<int64_t>();
+}
+
+absl::StatusOr<std::optional<int32_t>> Int32(const json& body, const char* key) {
+  absl::StatusOr<std::optional<int64_t>> v = Integer(body, key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return std::nullopt;
+  if (**v < std::numeric_limits<int32_t>::min() || **v > std::numeric_limits<int32_t>::max()) {
+    return Bad(key, "is out of range");
+  }
+  return static_cast<int32_t>(**v);
+}
+
+absl::StatusOr<std::optional<bool>> Bool(const json& body, const char* key) {
+  const json* v = Field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return Bad(key, "must be true or false");
+  return v->get<bool>();
+}
+
+// Token ids: a JSON array of integers that fit int32 (range checks are the engine's).
+absl::StatusOr<std::vector<int32_t>> TokenIds(const json& v, const std::string& field) {
+  std::vector<int32_t> ids;
+  for (const json& id : v) {
+    if (!id.is_number_integer()) return Bad(field, "must be an array of integers");
+    const int64_t x = id.get<int64_t>();
+    if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
+      return Bad(field, absl::StrCat(x, " is out of range"));
+    }
+    ids.push_back(static_cast<int32_t>(x));
+  }
+  return ids;
+}
+
+#define PAGODA_ASSIGN(lhs, expr)                  \
+  do {                                            \
+    auto value_or = (expr);                       \
+    if (!value_or.ok()) return value_or.status(); \
+    lhs = *std::move(value_or);                   \
+  } while (0)
+
+// A feature the engine does not have: refused unless absent, null or the neutral value.
+absl::Status Unsupported(const json& body, const char* key, const json& neutral) {
+  const json* v = Field(body, key);
+  if (v == nullptr || *v == neutral) return absl::OkStatus();
+  if (v->is_array() && v->empty()) return absl::OkStatus();
+  if (v->is_object() && v->empty()) return absl::OkStatus();
+  return Bad(key, "is not supported by this server");
+}
+
+// The fields both endpoints share.
+absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
+  if (!body.is_object()) return Bad("body", "must be a JSON object");
+  engine::GenerationRequest& r = out->request;
+  if (const json* m = Field(body, "model")) {
+    if (!m->is_string()) return Bad("model", "must be a string");
+    out->model = m->get<std::string>();
+  }
+  std::optional<double> d;
+  PAGODA_ASSIGN(d, Number(body, "temperature"));
+  if (d) r.sampling.temperature = static_cast<float>(*d);
+  PAGODA_ASSIGN(d, Number(body, "top_p"));
+  if (d) r.sampling.top_p = static_cast<float>(*d);
+  PAGODA_ASSIGN(d, Number(body, "min_p"));
+  if (d) r.sampling.min_p = static_cast<float>(*d);
+  PAGODA_ASSIGN(d, Number(body, "presence_penalty"));
+  if (d) r.sampling.presence_penalty = static_cast<float>(*d);
+  PAGODA_ASSIGN(d, Number(body, "frequency_penalty"));
+  if (d) r.sampling.frequency_penalty = static_cast<float>(*d);
+  PAGODA_ASSIGN(d, Number(body, "repetition_penalty"));
+  if (d) r.sampling.repetition_penalty = static_cast<float>(*d);
+  std::optional<int32_t> i;
+  PAGODA_ASSIGN(i, Int32(body, "top_k"));
+  if (i) r.sampling.top_k = *i < 0 ? 0 : *i;  // OpenAI-style servers use -1 for off
+  PAGODA_ASSIGN(i, Int32(body, "priority"));
+  if (i) r.priority = *i;
+  PAGODA_ASSIGN(i, Int32(body, "n"));
+  if (i && *i != 1) return Bad("n", "only n = 1 is supported");
+  std::optional<int64_t> seed;
+  PAGODA_ASSIGN(seed, Integer(body, "seed"));
+  if (seed) r.sampling.seed = static_cast<uint64_t>(*seed);
+  std::optional<bool> b;
+  PAGODA_ASSIGN(b, Bool(body, "ignore_eos"));
+  if (b) r.ignore_eos = *b;
+  PAGODA_ASSIGN(b, Bool(body, "stream"));
+  out->stream = b.value_or(false);
+  if (const json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) return Bad("stream_options", "must be an object");
+    PAGODA_ASSIGN(b, Bool(*so, "include_usage"));
+    out->include_usage = b.value_or(false);
+  }
+  if (const json* stop = Field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const json& s : *stop) {
+        if (!s.is_string()) return Bad("stop", "must be a string or an array of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return Bad("stop", "must be a string or an array of strings");
+    }
+  }
+  if (const json* ids = Field(body, "stop_token_ids")) {
+    if (!ids->is_array()) return Bad("stop_token_ids", "must be an array of integers");
+    PAGODA_ASSIGN(r.stop_token_ids, TokenIds(*ids, "stop_token_ids"));
+  }
+  for (const char* key : {"logit_bias", "tools", "functions"}) {
+    if (absl::Status s = Unsupported(body, key, json::object()); !s.ok()) return s;
+  }
+  if (absl::Status s = Unsupported(body, "best_of", 1); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// Sets max_tokens from `key` when present.
+absl::Status MaxTokens(const json& body, const char* key, engine::GenerationRequest* r) {
+  std::optional<int32_t> n;
+  PAGODA_ASSIGN(n, Int32(body, key));
+  if (n) r->max_tokens = *n;
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrompt(const json& body, engine::GenerationRequest* r) {
+  const json* p = Field(body, "prompt");
+  if (p == nullptr) return Bad("prompt", "is required");
+  if (p->is_string()) {
+    r->prompt = p->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!p->is_array() || p->empty()) {
+    return Bad("prompt", "must be a string, an array of token ids, or an array of one of those");
+  }
+  const json& first = (*p)[0];
+  if (first.is_number_integer()) {
+    PAGODA_ASSIGN(r->prompt_token_ids, TokenIds(*p, "prompt"));
+    return absl::OkStatus();
+  }
+  if (p->size() != 1) return Bad("prompt", "only one prompt per request is supported");
+  if (first.is_string()) {
+    r->prompt = first.get<std::string>();
+    return absl::OkStatus();
+  }
+  if (first.is_array() && !first.empty()) {
+    PAGODA_ASSIGN(r->prompt_token_ids, TokenIds(first, "prompt"));
+    return absl::OkStatus();
+  }
+  return Bad("prompt", "must be a string, an array of token ids, or an array of one of those");
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
+  OpenAiRequest out;
+  if (absl::Status s = ParseCommon(body, &out); !s.ok()) return s;
+  if (absl::Status s = ParsePrompt(body, &out.request); !s.ok()) return s;
+  out.request.max_tokens = 16;  // OpenAI's default for completions
+  if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
+  if (absl::Status s = Unsupported(body, "echo", false); !s.ok()) return s;
+  if (absl::Status s = Unsupported(body, "suffix", ""); !s.ok()) return s;
+  if (absl::Status s = Unsupported(body, "logprobs", nullptr); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body) {
+  OpenAiRequest out;
+  if (absl::Status s = ParseCommon(body, &out); !s.ok()) return s;
+  PAGODA_ASSIGN(out.request.messages, ParseMessages(body));
+  if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
+  if (absl::Status s = MaxTokens(body, "max_completion_tokens", &out.request); !s.ok()) return s;
+  std::optional<bool> b;
+  PAGODA_ASSIGN(b, Bool(body, "add_generation_prompt"));
+  out.request.add_generation_prompt = b.value_or(true);
+  if (absl::Status s = Unsupported(body, "logprobs", false); !s.ok()) return s;
+  if (const json* f = Field(body, "response_format")) {
+    const json* type = f->is_object() ? Field(*f, "type") : nullptr;
+    if (!f->is_object() || (type != nullptr && *type != "text")) {
+      return Bad("response_format", "only {\"type\": \"text\"} is supported");
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const json& body) {
+  if (!body.is_object()) return Bad("body", "must be a JSON object");
+  const json* list = Field(body, "messages");
+  if (list == nullptr) return Bad("messages", "is required");
+  if (!list->is_array() || list->empty()) return Bad("messages", "must be a non-empty array");
+  std::vector<engine::ChatMessage> messages;
+  for (size_t k = 0; k < list->size(); ++k) {
+    const json& m = (*list)[k];
+    const std::string field = absl::StrCat("messages[", k, "]");
+    if (!m.is_object()) return Bad(field, "must be an object");
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) return Bad(field + ".role", "must be a string");
+    engine::ChatMessage out{.role = role->get<std::string>()};
+    const json* content = Field(m, "content");
+    if (content == nullptr) {
+      // An assistant turn with tool calls only has no content.
+    } else if (content->is_string()) {
+      out.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const json& part : *content) {
+        const json* type = part.is_object() ? Field(part, "type") : nullptr;
+        const json* text = part.is_object() ? Field(part, "text") : nullptr;
+        if (type == nullptr || *type != "text" || text == nullptr || !text->is_string()) {
+          return Bad(field + ".content", "only parts of type \"text\" are supported");
+        }
+        if (!out.content.empty()) out.content += '\n';
+        out.content += text->get<std::string>();
+      }
+    } else {
+      return Bad(field + ".content", "must be a string, null or an array of text parts");
+    }
+    messages.push_back(std::move(out));
+  }
+  return messages;
+}
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,38 @@
+// OpenAI request bodies (POST /v1/completions, /v1/chat/completions, /apply-template) to
+// engine requests. Only JSON shapes are checked here (a field of the wrong type, a feature
+// the engine lacks); values are validated by the engine (Engine::Submit), once for both
+// front doors. Unknown fields are ignored, as OpenAI-compatible servers do.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+
+namespace pagoda::server::http {
+
+struct OpenAiRequest {
+  engine::GenerationRequest request;
+  std::string model;           // "model" as sent; "" when absent
+  bool stream = false;         // "stream"
+  bool include_usage = false;  // "stream_options": {"include_usage": true}
+};
+
+// /v1/completions: prompt (a string, one string in an array, token ids, or one array of
+// token ids), max_tokens (default 16, as OpenAI), temperature, top_p, seed, stop, n (1 only),
+// presence/frequency_penalty, stream, stream_options, and the extensions top_k, min_p,
+// repetition_penalty, ignore_eos, stop_token_ids, priority. InvalidArgument naming the
+// field for a wrong type or an unsupported feature (n > 1, echo, suffix, logprobs, ...).
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body);
+
+// /v1/chat/completions: messages plus the fields above (max_completion_tokens or
+// max_tokens, unset = up to the context), add_generation_prompt (extension, default true).
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);
+
+// The "messages" array: objects with a string role and content that is a string, null, or
+// an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp).
+absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const nlohmann::json& body);
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,96 @@
+#include "server/http/openai_response.h"
+
+namespace pagoda::server::http {
+namespace {
+
+using nlohmann::json;
+
+json FinishReason(const std::string& reason) {
+  return reason.empty() ? json(nullptr) : json(reason);
+}
+
+std::string Event(const json& data) { return "data: " + Dump(data) + "\n\n"; }
+
+}  // namespace
+
+std::string Dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json UsageJson(const engine::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+ResponseFormatter::ResponseFormatter(ApiKind kind, std::string id, int64_t created,
+                                     std::string model)
+    : kind_(kind), id_(std::move(id)), created_(created), model_(std::move(model)) {}
+
+json ResponseFormatter::Envelope(bool chunk) const {
+  const char* object = kind_ == ApiKind::kCompletion ? "text_completion"
+                       : chunk                       ? "chat.completion.chunk"
+                                                     : "chat.completion";
+  return {{"id", id_},
+          {"object", object},
+          {"created", created_},
+          {"model", model_},
+          {"system_fingerprint", nullptr}};
+}
+
+std::string ResponseFormatter::Full(const std::string& text, const std::string& finish_reason,
+                                    const engine::Usage& usage) const {
+  json out = Envelope(false);
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  if (kind_ == ApiKind::kCompletion) {
+    choice["text"] = text;
+  } else {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = UsageJson(usage);
+  return Dump(out);
+}
+
+std::string ResponseFormatter::Chunk(const std::string& text, const std::string& finish_reason,
+                                     bool usage_null) const {
+  json out = Envelope(true);
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  if (kind_ == ApiKind::kCompletion) {
+    choice["text"] = text;
+  } else {
+    choice["delta"] =
+        (text.empty() && !finish_reason.empty()) ? json::object() : json{{"content", text}};
+  }
+  out["choices"] = json::array({choice});
+  if (usage_null) out["usage"] = nullptr;
+  return Event(out);
+}
+
+std::string ResponseFormatter::RoleChunk(bool usage_null) const {
+  json out = Envelope(true);
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+  if (usage_null) out["usage"] = nullptr;
+  return Event(out);
+}
+
+std::string ResponseFormatter::UsageChunk(const engine::Usage& usage) const {
+  json out = Envelope(true);
+  out["choices"] = json::array();
+  out["usage"] = UsageJson(usage);
+  return Event(out);
+}
+
+std::string ResponseFormatter::Done() { return "data: [DONE]\n\n"; }
+
+std::string ResponseFormatter::ErrorEvent(const std::string& error_body) {
+  return "data: " + error_body + "\n\n";
+}
+
+}  // namespace pagoda::server::http

@@ -1,0 +1,202 @@
+// Chat requests in the engine: a real vocabulary (Qwen2's, from tests/data/vocab.tar.xz)
+// with random weights and Qwen2.5's chat template; the rendered prompt is tokenized with
+// special tokens parsed (ids from llama.cpp, tests/data/vocab_special.json) and generation
+// stops at the end-of-turn token. Also: models without a usable template, --chat-template.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "engine/engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
+#include "model/make_model.h"
+#include "tests/engine_test_util.h"
+#include "tests/test_util.h"
+
+namespace pagoda {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int32_t kImStart = 151644;
+constexpr int32_t kImEnd = 151645;      // end of turn (EOT), not EOS
+constexpr int32_t kEndOfText = 151643;  // EOS
+
+std::string QwenTemplate() {
+  return testing::ReadFileOrDie(
+      testing::ModelPath("chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+}
+
+absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngine(std::unique_ptr<gguf::GgufFile> file,
+                                                            engine::EngineConfig config) {
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
+  if (!backend.ok()) return backend.status();
+  auto engine = engine::Engine::Create(config, std::move(file), *std::move(backend));
+  if (engine.ok()) (*engine)->Start();
+  return engine;
+}
+
+// The tiny preset as a qwen2 model over Qwen2's vocabulary, with `chat_template` (none
+// when empty) and an output bias that makes <|im_end|> the most likely token after any
+// prompt.
+std::unique_ptr<gguf::GgufFile> QwenVocabModel(const std::string& chat_template) {
+  auto vocab = gguf::GgufFile::Open(testing::ModelsDir() + "/vocab/ggml-vocab-qwen2.gguf");
+  EXPECT_TRUE(vocab.ok()) << vocab.status();
+  if (!vocab.ok()) return nullptr;
+  absl::StatusOr<std::vector<std::string>> tokens =
+      (*vocab)->GetStringArray("tokenizer.ggml.tokens");
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  if (!tokens.ok()) return nullptr;
+  model::ModelPreset preset = *model::FindPreset("tiny");
+  preset.vocab_size = static_cast<int32_t>(tokens->size());
+  preset.tied_embeddings = true;
+  auto made = model::MakeModel(preset, 0, gguf::TensorType::kF32);
+  EXPECT_TRUE(made.ok()) << made.status();
+  auto base = gguf::GgufFile::FromBytes(made->Serialize());
+  EXPECT_TRUE(base.ok()) << base.status();
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : (*base)->metadata()) {
+    if (absl::StartsWith(key, "tokenizer.")) continue;
+    if (key == "general.architecture") {
+      w.AddString(key, "qwen2");
+    } else if (absl::StartsWith(key, "llama.")) {
+      w.AddValue("qwen2." + key.substr(6), value);
+    } else {
+      w.AddValue(key, value);
+    }
+  }
+  for (const auto& [key, value] : (*vocab)->metadata()) {
+    // The vocabulary file carries a template of its own: ours (or none) replaces it.
+    if (absl::StartsWith(key, "tokenizer.") && key != "tokenizer.chat_template") {
+      w.AddValue(key, value);
+    }
+  }
+  if (!chat_template.empty()) w.AddString("tokenizer.chat_template", chat_template);
+  for (const gguf::TensorInfo& t : (*base)->tensors()) {
+    w.AddTensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  }
+  std::vector<float> bias(tokens->size(), 0.f);
+  bias[kImEnd] = 100.f;
+  std::vector<uint8_t> bytes(bias.size() * sizeof(float));
+  std::memcpy(bytes.data(), bias.data(), bytes.size());
+  w.AddTensor("output.bias", {bias.size()}, gguf::TensorType::kF32, std::move(bytes));
+  auto file = gguf::GgufFile::FromBytes(w.Serialize());
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *std::move(file) : nullptr;
+}
+
+const std::vector<engine::ChatMessage> kConversation = {{"system", "You are helpful."},
+                                                        {"user", "Hi"}};
+
+TEST(EngineChatTest, QwenVocabRendersTokenizesWithSpecialsAndStopsAtEndOfTurn) {
+  auto engine = StartEngine(QwenVocabModel(QwenTemplate()), {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  engine::Engine& e = **engine;
+
+  // Without the generation prompt: exactly a string of vocab_special.json, whose ids
+  // llama.cpp's llama-tokenize gave with special tokens parsed.
+  absl::StatusOr<std::string> history = e.RenderChat(kConversation, false);
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_EQ(*history,
+            "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  const std::vector<int32_t> history_ids = {kImStart, 8948, 198,    2610,   525,
+                                            10950,    13,   kImEnd, 198,    kImStart,
+                                            872,      198,  13048,  kImEnd, 198};
+  EXPECT_EQ(*e.Tokenize(*history, std::nullopt, true), history_ids);
+
+  absl::StatusOr<std::string> prompt = e.RenderChat(kConversation, true);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_EQ(*prompt, *history + "<|im_start|>assistant\n");
+  std::vector<int32_t> prompt_ids = history_ids;
+  prompt_ids.insert(prompt_ids.end(), {kImStart, 77091, 198});  // "assistant", "\n"
+  EXPECT_EQ(*e.Tokenize(*prompt, std::nullopt, true), prompt_ids);
+
+  // The chat request: the same 18 prompt tokens (not the ~40 of unparsed special text), and
+  // the first token, <|im_end|> (end of turn, not EOS), ends it.
+  engine::GenerationRequest r;
+  r.messages = kConversation;
+  r.sampling.temperature = 0;
+  r.max_tokens = 8;
+  engine::CollectedOutput out = testing::RunOne(e, r);
+  ASSERT_TRUE(out.error.ok()) << out.error;
+  EXPECT_EQ(out.usage.prompt_tokens, static_cast<int32_t>(prompt_ids.size()));
+  EXPECT_THAT(out.token_ids, ElementsAre(kImEnd));
+  EXPECT_EQ(out.finish_reason, engine::FinishReason::kStop);
+  EXPECT_EQ(out.text, "");
+  EXPECT_NE(kImEnd, kEndOfText);
+
+  // ignore_eos: the same token again and again up to max_tokens.
+  r.ignore_eos = true;
+  out = testing::RunOne(e, r);
+  EXPECT_THAT(out.token_ids, ::testing::Each(kImEnd));
+  EXPECT_EQ(out.token_ids.size(), 8u);
+  EXPECT_EQ(out.finish_reason, engine::FinishReason::kLength);
+
+  // add_generation_prompt false: the 15 tokens of the history.
+  r.ignore_eos = false;
+  r.add_generation_prompt = false;
+  out = testing::RunOne(e, r);
+  EXPECT_EQ(out.usage.prompt_tokens, static_cast<int32_t>(history_ids.size()));
+  EXPECT_TRUE(testing::WaitForIdle(e));
+}
+
+TEST(EngineChatTest, ModelWithoutTemplateIsARequestError) {
+  auto engine = StartEngine(QwenVocabModel(""), {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::string> text = (*engine)->RenderChat(kConversation, true);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(text.status().message(), HasSubstr("no tokenizer.chat_template"));
+  engine::GenerationRequest r;
+  r.messages = kConversation;
+  auto submitted = (*engine)->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kFailedPrecondition);
+  // Plain completions still work.
+  r.messages.clear();
+  r.prompt = "Hi";
+  r.max_tokens = 1;
+  EXPECT_TRUE(testing::RunOne(**engine, r).error.ok());
+}
+
+TEST(EngineChatTest, ChatTemplateOverrideWinsAndABadOneIsALoadError) {
+  auto engine = testing::StoriesEngine({.chat_template = QwenTemplate()});
+  ASSERT_NE(engine, nullptr);
+  absl::StatusOr<std::string> text = engine->RenderChat({{"user", "Hi"}}, true);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto bad =
+      StartEngine(*std::move(file), {.chat_template = "{% for m in messages %}{{ m.content "});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("--chat-template"));
+  file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  bad = StartEngine(*std::move(file), {.chat_template = "{{ messages | no_such_filter }}"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("no_such_filter"));
+}
+
+TEST(EngineChatTest, MessagesAndPromptTogetherOrEmptyAreInvalid) {
+  auto engine = testing::StoriesEngine({.chat_template = QwenTemplate()});
+  ASSERT_NE(engine, nullptr);
+  engine::GenerationRequest r;
+  r.messages = {{"user", "Hi"}};
+  r.prompt = "Hi";
+  auto s = engine->Submit(r, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("messages"));
+  EXPECT_EQ(engine->RenderChat({}, true).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->RenderChat({{"user", "\xff"}}, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pagoda
