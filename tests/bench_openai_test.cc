@@ -229,5 +229,46 @@ TEST(BenchOpenAiBackendTest, AWrongKeyOrNoServerFailsAtStart) {
   EXPECT_EQ(server.bodies().size(), 0u);
 }
 
+// The same closed-loop load over gRPC and over pagoda's own HTTP door: every request
+// completes on both, with the same token totals, and the daemon's counter agrees.
+TEST(BenchOpenAiBackendTest, GrpcAndHttpDoorsServeTheSameLoad) {
+  const std::string dir = MakeTempDir();
+  const std::string model = dir + "/tiny.gguf";
+  ASSERT_EQ(pagoda::testing::WaitForExit(pagoda::testing::SpawnProcess(
+                {BinDir() + "/pagoda", "make-model", "--preset", "tiny", "--out", model},
+                dir + "/make.out", dir + "/make.err")),
+            0);
+  pagoda::testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({"--model", model, "--http-port", "0"}));
+  ASSERT_GT(daemon.http_port(), 0);
+  const auto generated = [&] {
+    return static_cast<long long>(
+        pagoda::testing::MetricValue(pagoda::testing::HttpGet(daemon.metrics_port(), "/metrics"),
+                                     "pagoda:generation_tokens_total"));
+  };
+  const std::vector<std::string> load = {"--num-prompts=24", "--concurrency=6", "--input-len=20",
+                                         "--output-len=8",   "--ignore-eos",    "--seed=2"};
+  const long long before = generated();
+  std::vector<std::string> http_flags = load;
+  const BenchRun http = RunOpenAiBench(absl::StrCat("127.0.0.1:", daemon.http_port()), http_flags);
+  ASSERT_EQ(http.exit_code, 0) << http.stderr_text;
+  const long long middle = generated();
+  // The gRPC run: the same binary without --backend=openai (the later flag wins).
+  std::vector<std::string> grpc_flags = load;
+  grpc_flags.push_back("--backend=grpc");
+  const BenchRun grpc = RunOpenAiBench(daemon.address(), grpc_flags);
+  ASSERT_EQ(grpc.exit_code, 0) << grpc.stderr_text;
+  for (const BenchRun* run : {&http, &grpc}) {
+    EXPECT_EQ(run->json["completed"], 24);
+    EXPECT_EQ(run->json["failed"], 0);
+    EXPECT_EQ(run->json["total_input_tokens"], 24 * 20);
+    EXPECT_EQ(run->json["total_output_tokens"], 24 * 8);
+    EXPECT_EQ(run->json["output_lens"], nlohmann::json(std::vector<int>(24, 8)));
+  }
+  EXPECT_EQ(middle - before, 24 * 8);
+  EXPECT_EQ(generated() - middle, 24 * 8);
+  EXPECT_EQ(http.json["model_id"], "tiny");
+}
+
 }  // namespace
 }  // namespace pagoda::bench

@@ -31,6 +31,9 @@ bool DaemonProcess::Start(const std::vector<std::string>& args) {
     if (std::regex_search(log, m, ready)) {
       port_ = std::stoi(m[1]);
       metrics_port_ = std::stoi(m[2]);
+      // The HTTP door (--http-port) logs its port before the line above.
+      const std::regex http(R"(OpenAI-compatible HTTP on [0-9.]+:(\d+))");
+      if (std::regex_search(log, m, http)) http_port_ = std::stoi(m[1]);
       return true;
     }
     int status;

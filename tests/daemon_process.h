@@ -18,6 +18,8 @@ class DaemonProcess {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP port when started with --http-port; 0 otherwise.
+  int http_port() const { return http_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // Sends `signal` to the daemon.
   void Signal(int signal);
@@ -31,6 +33,7 @@ class DaemonProcess {
   std::string log_path_;
   int port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
 };
 
 // Starts `argv` (argv[0] is the program path) with stdout and stderr sent to files (one

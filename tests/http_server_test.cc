@@ -329,6 +329,8 @@ TEST_F(HttpServerTest, ErrorBodiesAndCodes) {
   const Reply models = Get("/v1/models");
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(models.Json()["data"][0]["id"], "stories260K");
+  EXPECT_EQ(models.Json()["data"][0]["meta"]["n_vocab"], 512);
+  EXPECT_GT(models.Json()["data"][0]["meta"]["n_ctx"].get<int>(), 0);
   EXPECT_EQ(Get("/v1/models/stories260K").status, 200);
   EXPECT_EQ(Get("/v1/models/other").status, 404);
   EXPECT_EQ(Get("/health").status, 200);

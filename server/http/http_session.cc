@@ -154,8 +154,14 @@ void HttpSession::HandleModels(const Request& req, std::string_view id) {
     return RespondError(ToHttpError(caller.status()));
   }
   const std::string& name = context_->deps().model_name;
-  const json model = {
-      {"id", name}, {"object", "model"}, {"created", context_->created()}, {"owned_by", "pagoda"}};
+  // `meta` as llama.cpp's server reports it, so load generators (pagoda-bench --backend
+  // openai) can draw random token ids and check lengths.
+  const engine::ModelInfo info = context_->deps().engine->model_info();
+  const json model = {{"id", name},
+                      {"object", "model"},
+                      {"created", context_->created()},
+                      {"owned_by", "pagoda"},
+                      {"meta", {{"n_vocab", info.vocab_size}, {"n_ctx", info.context_length}}}};
   if (id.empty()) {
     return Respond(200, "application/json",
                    Dump({{"object", "list"}, {"data", json::array({model})}}));
