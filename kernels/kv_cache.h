@@ -33,6 +33,9 @@ struct KvCacheShape {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   DType dtype = DType::kF32;
+  // kF8E4M3 only: the per-tensor scale; an element stored as e4m3 value v stands for
+  // v * fp8_scale (1 keeps K/V within e4m3's +-448 for typical models, uncalibrated).
+  float fp8_scale = 1.f;
 
   // Elements of one token's K (or V) in one layer.
   int64_t token_elems() const { return int64_t{num_kv_heads} * head_dim; }

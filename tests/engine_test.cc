@@ -302,7 +302,19 @@ TEST(EngineTest, UnknownKvCacheDtypeIsAnError) {
   auto engine =
       engine::Engine::Create({.kv_cache_dtype = "fp4"}, *std::move(file), *std::move(backend));
   EXPECT_EQ(engine.status().message(),
-            "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16 or int8)");
+            "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16, int8 or fp8)");
+}
+
+// fp8 is a CUDA KV type: the CPU backend refuses it by name.
+TEST(EngineTest, Fp8KvCacheIsRefusedOnCpu) {
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  auto engine =
+      engine::Engine::Create({.kv_cache_dtype = "fp8"}, *std::move(file), *std::move(backend));
+  EXPECT_EQ(engine.status().message(),
+            "kv_cache_dtype: the cpu backend cannot keep the KV cache in fp8");
 }
 
 TEST(EngineTest, FullQueueIsResourceExhausted) {
