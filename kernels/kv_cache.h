@@ -16,7 +16,8 @@
 //                 The range grows as the block fills: earlier codes are re-rounded in place.
 //   V scales      [num_layers][num_blocks * block_size][num_kv_heads]: per token and head a
 //                 step s (x ~= code * s, s = max|x| / 127).
-// kernels/cpu/kv_int8.h stores and reads these.
+// kernels/cpu/kv_int8.h stores and reads these. Copying a block (copy on write) must copy its
+// K parameters and its slots' V scales with its codes.
 #pragma once
 
 #include <cstddef>
