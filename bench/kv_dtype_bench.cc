@@ -1,13 +1,19 @@
 // pagoda-kv-dtype-bench: what a smaller KV cache type costs in accuracy and buys in room.
-// For each type (f32, f16, bf16, int8) one sequence per prompt runs greedily on the CPU
-// backend; against f32 it prints the tokens equal until the first divergence and overall,
-// and, feeding f32's tokens to every type (teacher forcing), the largest logit error and
-// the argmax agreement. Then how many 2k-token sequences fit in 1 GiB per type.
+// The f32 run of each prompt is the reference; the bench prints its near ties (the smallest
+// gap between the top two logits, and how many steps have one under 0.1). For each other type
+// (f16, bf16, int8) one sequence per prompt runs greedily on the CPU backend; per prompt and
+// over all prompts it prints the index of the first token differing from f32 (= steps when
+// none) as a share of the steps ("until_1st"), the share of positions with the same token
+// ("overall"), and, feeding f32's tokens to every type (teacher forcing), the largest logit
+// error and the argmax agreement; gap@1st is f32's top-two gap where the run first differs. Then
+// how many 2k-token sequences fit in 1 GiB per type, for this model and for the Llama-3.2-1B and
+// Llama-3.1-8B shapes (layers, KV heads, head_dim).
 //
 //   pagoda-kv-dtype-bench [--model FILE] [--tokens 256]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +21,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "kernels/backend.h"
 #include "kernels/batch.h"
@@ -103,61 +110,117 @@ int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// Near ties of a run: the smallest gap between the best and the second-best logit, where,
+// and at how many positions the gap is under 0.1 (a logit error that size can flip them).
+struct Ties {
+  double smallest = HUGE_VAL;
+  int32_t at = -1, under_tenth = 0;
+};
+Ties NearTies(const Run& run) {
+  Ties ties;
+  for (size_t i = 0; i < run.logits.size(); ++i) {
+    std::vector<float> v = run.logits[i];
+    std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+    const double gap = double{v[0]} - v[1];
+    ties.under_tenth += gap < 0.1;
+    if (gap < ties.smallest) ties.smallest = gap, ties.at = static_cast<int32_t>(i);
+  }
+  return ties;
+}
+
+// Sums over prompts for one type.
+struct Totals {
+  int64_t until_first = 0, agree = 0, argmax_same = 0, count = 0;
+  double worst = 0;
+};
+
+// Runs `dtype` on every prompt against `reference` (f32's runs) and prints a row per prompt.
+absl::Status Compare(const gguf::GgufFile& file, DType dtype, const std::string& label,
+                     const std::vector<std::vector<int32_t>>& prompts,
+                     const std::vector<std::string>& names, const std::vector<Run>& reference,
+                     int32_t steps, Totals* totals) {
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::vector<int32_t>& prompt = prompts[p];
+    const int32_t max_tokens = static_cast<int32_t>(prompt.size()) + steps + 1;
+    ASSIGN_OR_RETURN(auto runner, Runner::Create(file, dtype, max_tokens));
+    ASSIGN_OR_RETURN(Run free, runner->Go(prompt, steps, nullptr));
+    const Run& ref = reference[p];
+    ASSIGN_OR_RETURN(auto forced_runner, Runner::Create(file, dtype, max_tokens));
+    ASSIGN_OR_RETURN(Run forced, forced_runner->Go(prompt, steps, &ref.tokens));
+    int32_t first_diff = steps, agree = 0, argmax_same = 0;
+    double err = 0;
+    for (int32_t i = 0; i < steps; ++i) {
+      const size_t t = prompt.size() + i;
+      if (free.tokens[t] == ref.tokens[t]) {
+        ++agree;
+      } else if (first_diff == steps) {
+        first_diff = i;
+      }
+      for (size_t v = 0; v < forced.logits[i].size(); ++v) {
+        err = std::max(err, std::fabs(double{forced.logits[i][v]} - ref.logits[i][v]));
+      }
+      argmax_same += Argmax(forced.logits[i]) == Argmax(ref.logits[i]);
+    }
+    std::string gap = "-";
+    if (first_diff < steps) {
+      std::vector<float> v = ref.logits[first_diff];
+      std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+      gap = absl::StrFormat("%.4f", double{v[0]} - v[1]);
+    }
+    std::printf("%-6s %-32s %6d %9.1f%% %9.1f%% %9.3g %9.1f%% %9s\n", label.c_str(),
+                names[p].c_str(), first_diff, 100.0 * first_diff / steps, 100.0 * agree / steps,
+                err, 100.0 * argmax_same / steps, gap.c_str());
+    totals->until_first += first_diff;
+    totals->agree += agree;
+    totals->argmax_same += argmax_same;
+    totals->count += steps;
+    totals->worst = std::max(totals->worst, err);
+  }
+  std::printf("%-6s %-32s %6s %9.1f%% %9.1f%% %9.3g %9.1f%%\n", label.c_str(), "(all prompts)", "",
+              100.0 * totals->until_first / totals->count, 100.0 * totals->agree / totals->count,
+              totals->worst, 100.0 * totals->argmax_same / totals->count);
+  return absl::OkStatus();
+}
+
 absl::Status Main(const std::string& model_path, int32_t steps) {
   ASSIGN_OR_RETURN(auto file, model::OpenModel(model_path));
   ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::FromGguf(*file));
-  const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park",
-                                            "The little dog was sad because",
-                                            "One day, a big red ball"};
+  const std::vector<std::string> names = {"Once upon a time",
+                                          "Lily and Ben went to the park",
+                                          "The little dog was sad because",
+                                          "One day, a big red ball",
+                                          "Tom had a toy car",
+                                          "The sun was shining and",
+                                          "Mom said to Sue",
+                                          "There was a little bird"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& n : names) prompts.push_back(tokenizer->Encode(n, tokenizer->add_bos()));
   const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8};
+  // f32 runs: the reference, and how close its choices are (the smallest top-2 logit gap).
   std::vector<Run> reference;
-  std::printf("%-6s %-32s %10s %10s %12s %12s\n", "kv", "prompt", "first_diff", "agree",
-              "max_logit_err", "argmax_tf");
-  for (DType dtype : types) {
-    int64_t agree_total = 0, count_total = 0, argmax_total = 0;
-    double worst = 0;
-    for (size_t p = 0; p < prompts.size(); ++p) {
-      const std::vector<int32_t> prompt = tokenizer->Encode(prompts[p], tokenizer->add_bos());
-      const int32_t max_tokens = static_cast<int32_t>(prompt.size()) + steps + 1;
-      ASSIGN_OR_RETURN(auto runner, Runner::Create(*file, dtype, max_tokens));
-      ASSIGN_OR_RETURN(Run free, runner->Go(prompt, steps, nullptr));
-      if (dtype == DType::kF32) {
-        reference.push_back(free);
-        continue;
-      }
-      const Run& ref = reference[p];
-      ASSIGN_OR_RETURN(auto forced_runner, Runner::Create(*file, dtype, max_tokens));
-      ASSIGN_OR_RETURN(Run forced, forced_runner->Go(prompt, steps, &ref.tokens));
-      int32_t first_diff = -1, agree = 0, argmax_same = 0;
-      double err = 0;
-      for (int32_t i = 0; i < steps; ++i) {
-        const size_t t = prompt.size() + i;
-        if (free.tokens[t] == ref.tokens[t]) {
-          ++agree;
-        } else if (first_diff < 0) {
-          first_diff = i;
-        }
-        for (size_t v = 0; v < forced.logits[i].size(); ++v) {
-          err = std::max(err, std::fabs(double{forced.logits[i][v]} - ref.logits[i][v]));
-        }
-        argmax_same += Argmax(forced.logits[i]) == Argmax(ref.logits[i]);
-      }
-      std::printf("%-6s %-32s %10s %9.1f%% %12.3g %11.1f%%\n",
-                  std::string(kernels::DTypeName(dtype)).c_str(), prompts[p].c_str(),
-                  first_diff < 0 ? "none" : std::to_string(first_diff).c_str(),
-                  100.0 * agree / steps, err, 100.0 * argmax_same / steps);
-      agree_total += agree;
-      count_total += steps;
-      argmax_total += argmax_same;
-      worst = std::max(worst, err);
-    }
-    if (dtype != DType::kF32) {
-      std::printf("%-6s %-32s %10s %9.1f%% %12.3g %11.1f%%\n",
-                  std::string(kernels::DTypeName(dtype)).c_str(), "(all prompts)", "",
-                  100.0 * agree_total / count_total, worst, 100.0 * argmax_total / count_total);
-    }
+  std::printf(
+      "f32 reference over %d steps: smallest gap between the top two logits, and steps\n"
+      "with a gap under 0.1\n",
+      steps);
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const int32_t max_tokens = static_cast<int32_t>(prompts[p].size()) + steps + 1;
+    ASSIGN_OR_RETURN(auto runner, Runner::Create(*file, DType::kF32, max_tokens));
+    ASSIGN_OR_RETURN(Run run, runner->Go(prompts[p], steps, nullptr));
+    const Ties ties = NearTies(run);
+    std::printf("  %-32s %.4f at step %3d, %3d steps under 0.1\n", names[p].c_str(), ties.smallest,
+                ties.at, ties.under_tenth);
+    reference.push_back(std::move(run));
   }
-  // Room: 2k-token sequences in 1 GiB for this model and for the 1b and 8b presets' shapes.
+  std::printf("\n%-6s %-32s %6s %10s %10s %9s %10s %9s\n", "kv", "prompt", "first", "until_1st",
+              "overall", "max_err", "argmax_tf", "gap@1st");
+  for (DType dtype : types) {
+    if (dtype == DType::kF32) continue;
+    Totals totals;
+    RETURN_IF_ERROR(Compare(*file, dtype, std::string(kernels::DTypeName(dtype)), prompts, names,
+                            reference, steps, &totals));
+  }
+  // Room: 2k-token sequences in 1 GiB for this model and for the 1B and 8B shapes (layers x KV
+  // heads x head_dim), 16-token blocks, parameters of int8 included.
   struct Shape {
     std::string name;
     int32_t layers, kv_heads, head_dim;
@@ -165,9 +228,9 @@ absl::Status Main(const std::string& model_path, int32_t steps) {
   ASSIGN_OR_RETURN(auto config, model::LlamaConfig::FromGguf(*file));
   const std::vector<Shape> shapes = {
       {"this model", config.num_layers, config.num_kv_heads, config.head_dim},
-      {"Llama-3.2-1B shape", 16, 8, 64},
-      {"Llama-3.1-8B shape", 32, 8, 128}};
-  std::printf("\n%-20s %-6s %14s %22s\n", "model", "kv", "bytes/token", "2k-token seqs in 1 GiB");
+      {"Llama-3.2-1B 16x8x64", 16, 8, 64},
+      {"Llama-3.1-8B 32x8x128", 32, 8, 128}};
+  std::printf("\n%-22s %-6s %14s %22s\n", "model", "kv", "bytes/token", "2k-token seqs in 1 GiB");
   for (const Shape& s : shapes) {
     for (DType dtype : types) {
       const kernels::KvCacheShape k{.num_layers = s.layers,
@@ -178,7 +241,7 @@ absl::Status Main(const std::string& model_path, int32_t steps) {
                                     .dtype = dtype};
       const double per_token = static_cast<double>(k.bytes_per_block()) / kBlockSize;
       const int64_t blocks = (int64_t{1} << 30) / static_cast<int64_t>(k.bytes_per_block());
-      std::printf("%-20s %-6s %14.0f %22lld\n", s.name.c_str(),
+      std::printf("%-22s %-6s %14.0f %22lld\n", s.name.c_str(),
                   std::string(kernels::DTypeName(dtype)).c_str(), per_token,
                   static_cast<long long>(blocks / (2048 / kBlockSize)));
     }

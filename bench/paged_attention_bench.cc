@@ -291,6 +291,7 @@ int main(int argc, char** argv) {
       p.block_tables = tables;
       p.positions = positions;
       p.dtype = DType::kBF16;
+      p.kv_dtype = DType::kBF16;
       p.path = cuda::AttentionPath::kTensorCore;
       p.q_stride = kHeads * kHeadDim;
       p.out_stride = kHeads * kHeadDim;

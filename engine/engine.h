@@ -59,8 +59,8 @@ struct EngineConfig {
   // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
   int32_t shed_waiting_requests = 0;
   bool kv_cache = true;  // false: recompute every sequence at every step
-  // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16" or "int8"
-  // (a scale per token and head); the backend must support it (CPU: all of these).
+  // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16", "int8" or
+  // "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   // Request limits, checked in Submit before any tokenizing (docs/API.md, "Limits").

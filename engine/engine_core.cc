@@ -13,18 +13,19 @@ namespace {
 
 constexpr int64_t kDefaultKvCacheMemory = int64_t{1} << 30;
 
-// The KV element type `name` ("auto", "f32", "f16", "bf16", "int8") names on `backend`.
+// The KV element type `name` ("auto", "f32", "f16", "bf16", "int8", "fp8") names on `backend`.
 absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name,
                                           const kernels::Backend& backend) {
   // The KV cache types are named as kernels::DTypeName names them.
   constexpr kernels::DType kKvTypes[] = {kernels::DType::kF32, kernels::DType::kF16,
-                                         kernels::DType::kBF16, kernels::DType::kI8};
+                                         kernels::DType::kBF16, kernels::DType::kI8,
+                                         kernels::DType::kF8E4M3};
   const kernels::DType* found =
       std::find_if(std::begin(kKvTypes), std::end(kKvTypes),
                    [&](kernels::DType t) { return kernels::DTypeName(t) == name; });
   if (name != "auto" && found == std::end(kKvTypes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv_cache_dtype: unknown type '", name, "' (auto, f32, f16, bf16 or int8)"));
+    return absl::InvalidArgumentError(absl::StrCat("kv_cache_dtype: unknown type '", name,
+                                                   "' (auto, f32, f16, bf16, int8 or fp8)"));
   }
   const kernels::DType dtype = name == "auto" ? backend.kv_dtype() : *found;
   if (!backend.SupportsKvDtype(dtype)) {

@@ -18,6 +18,7 @@ constexpr TypeInfo kTypes[] = {
     {"q4_1", 32, 20},   {"q5_0", 32, 22},   {"q5_1", 32, 24},   {"q8_0", 32, 34},
     {"q8_1", 32, 36},   {"q2_k", 256, 84},  {"q3_k", 256, 110}, {"q4_k", 256, 144},
     {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"q8_k", 256, 292}, {"int8", 1, 1},
+    {"fp8", 1, 1},
 };
 
 const TypeInfo& Info(DType dtype) { return kTypes[static_cast<size_t>(dtype)]; }

@@ -27,7 +27,8 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ8_K,
-  kI8,  // int8 with a float scale kept beside it (the KV cache's int8 type)
+  kI8,      // int8 codes with float parameters beside them (the CPU KV cache's int8 type)
+  kF8E4M3,  // fp8 e4m3 (the CUDA KV cache's fp8 type: x ~= value * KvCacheShape::fp8_scale)
 };
 
 // Bytes per element of a float type; 0 for a block type (use DTypeRowBytes).

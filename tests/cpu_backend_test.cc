@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/kv_int8.h"
 #include "kernels/quant/half.h"
 
 namespace pagoda::kernels {
@@ -140,9 +141,16 @@ std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<flo
 
 // Rounds one token's vectors (all KV heads) as a cache of `dtype` stores them and returns
 // the values attention must see; writes the stored form at `slot` of plane (layer 0, kind).
+// int8 goes through kernels/cpu/kv_int8.h and returns x: a later token of the block can
+// re-round it, so the test reads what attention sees back at the end (ReadBackInt8).
 std::vector<float> StoreAsCached(const float* x, const PagedKvCache& cache, int32_t kind,
                                  int64_t slot) {
   const KvCacheShape& s = cache.shape;
+  if (s.dtype == DType::kI8) {
+    if (kind == 0) kernels::cpu::StoreKeysInt8(x, 0, 1, cache, 0, slot);
+    if (kind == 1) kernels::cpu::StoreValueInt8(x, cache, 0, slot);
+    return std::vector<float>(x, x + s.token_elems());
+  }
   const int64_t width = s.token_elems();
   std::vector<float> seen(x, x + width);
   char* dst = static_cast<char*>(cache.Plane(0, kind)) + slot * width * DTypeSize(s.dtype);
@@ -151,7 +159,6 @@ std::vector<float> StoreAsCached(const float* x, const PagedKvCache& cache, int3
     for (int32_t e = 0; e < s.head_dim; ++e)
       amax = std::max(amax, std::fabs(x[h * s.head_dim + e]));
     const float scale = amax / 127.f;
-    if (s.dtype == DType::kI8) cache.Scales(0, kind)[slot * s.num_kv_heads + h] = scale;
     for (int32_t e = 0; e < s.head_dim; ++e) {
       const int64_t i = int64_t{h} * s.head_dim + e;
       if (s.dtype == DType::kF32) {
@@ -226,8 +233,21 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
   backend->Attention(Tensor::Make(q.data(), DType::kF32, batch.num_tokens(), heads * head_dim),
                      cache, 0, p,
                      Tensor::Make(out.data(), DType::kF32, batch.num_tokens(), heads * head_dim));
-  // The new tokens as the cache holds them (rounded by the test, stored by WriteKv).
-  for (size_t s = 0; s < seqs.size(); ++s) {
+  // The new tokens as the cache holds them (rounded by the test, stored by WriteKv); int8:
+  // every token as the cache holds it now.
+  for (size_t s = 0; s < seqs.size() && kv_dtype == DType::kI8; ++s) {
+    for (int32_t t = 0; t < seqs[s].context; ++t) {
+      const int64_t slot = int64_t{tables[s][t / block_size]} * block_size + t % block_size;
+      for (int32_t h = 0; h < kv_heads; ++h) {
+        for (int32_t e = 0; e < head_dim; ++e) {
+          const int64_t i = int64_t{t} * kv_width + h * head_dim + e;
+          keys[s][i] = kernels::cpu::LoadInt8(cache, 0, 0, slot, h, e);
+          values[s][i] = kernels::cpu::LoadInt8(cache, 0, 1, slot, h, e);
+        }
+      }
+    }
+  }
+  for (size_t s = 0; s < seqs.size() && kv_dtype != DType::kI8; ++s) {
     for (int32_t t = seqs[s].context - seqs[s].new_tokens; t < seqs[s].context; ++t) {
       const std::vector<float> k = StoreAsCached(&keys[s][t * kv_width], scratch, 0, 0);
       const std::vector<float> v = StoreAsCached(&values[s][t * kv_width], scratch, 1, 0);
@@ -242,7 +262,8 @@ void CheckAttention(Backend* backend, const std::vector<Seq>& seqs, int32_t head
 }
 
 // f16, bf16 and int8 caches: every value attention reads is the stored one widened exactly
-// (int8: q * scale), prefix rows stored by the test and new rows by WriteKv alike.
+// (int8: what kv_int8.h's LoadInt8 reads back), prefix rows stored by the test and new rows
+// by WriteKv alike.
 TEST_F(CpuBackendTest, PagedAttentionOverF16Bf16AndInt8Caches) {
   for (DType dtype : {DType::kF16, DType::kBF16, DType::kI8}) {
     ASSERT_TRUE(backend_->SupportsKvDtype(dtype));

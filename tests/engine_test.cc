@@ -272,7 +272,8 @@ TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
 
 // The KV cache's type decides how many blocks a memory budget buys (stories260K: 5 layers,
 // 4 KV heads of 8, blocks of 16 tokens: f32 20480 bytes a block, f16 10240, int8 7680 with
-// its scales), and every type serves; f16 and bf16 keep the greedy tokens of f32 here.
+// its K steps and offsets and V scales), and every type serves; f16, bf16 and int8 keep the
+// greedy tokens of f32 here.
 TEST(EngineTest, KvCacheDtypeSizesTheCacheAndServes) {
   const GenerationRequest r = GreedyRequest({1, 403, 407, 261, 378}, 24);
   std::vector<int32_t> f32_tokens;
@@ -285,7 +286,9 @@ TEST(EngineTest, KvCacheDtypeSizesTheCacheAndServes) {
     const CollectedOutput out = testing::RunOne(*engine, r);
     ASSERT_EQ(out.token_ids.size(), 24u);
     if (dtype == "f32") f32_tokens = out.token_ids;
-    if (dtype == "f16" || dtype == "bf16") EXPECT_EQ(out.token_ids, f32_tokens);
+    if (dtype != "f32") {
+      EXPECT_EQ(out.token_ids, f32_tokens);
+    }
     EXPECT_TRUE(testing::WaitForIdle(*engine));
     EXPECT_EQ(engine->Stats().num_free_blocks, blocks);
   }
@@ -299,7 +302,19 @@ TEST(EngineTest, UnknownKvCacheDtypeIsAnError) {
   auto engine =
       engine::Engine::Create({.kv_cache_dtype = "fp4"}, *std::move(file), *std::move(backend));
   EXPECT_EQ(engine.status().message(),
-            "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16 or int8)");
+            "kv_cache_dtype: unknown type 'fp4' (auto, f32, f16, bf16, int8 or fp8)");
+}
+
+// fp8 is a CUDA KV type: the CPU backend refuses it by name.
+TEST(EngineTest, Fp8KvCacheIsRefusedOnCpu) {
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  auto engine =
+      engine::Engine::Create({.kv_cache_dtype = "fp8"}, *std::move(file), *std::move(backend));
+  EXPECT_EQ(engine.status().message(),
+            "kv_cache_dtype: the cpu backend cannot keep the KV cache in fp8");
 }
 
 TEST(EngineTest, FullQueueIsResourceExhausted) {

@@ -41,10 +41,11 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "bytes of one stop string at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "KV cache element type: auto (the backend's: f32 on CPU), f32, f16, bf16 or "
-                  "int8 (a scale per token and head); --kv-cache-memory counts its bytes, so a "
-                  "smaller type holds more blocks")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8"}));
+                  "KV cache element type: auto (the backend's: f32 on CPU), f32, f16, bf16, "
+                  "int8 (CPU: K ranges per block, head and channel, V a scale per token and "
+                  "head) or fp8 (CUDA: e4m3); --kv-cache-memory counts its bytes, so a smaller "
+                  "type holds more blocks")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "fp8"}));
   cmd->add_option("--scheduling-policy", f->scheduling_policy,
                   "who is admitted next: auto (fair share when --tenants are configured, else "
                   "first come first served), fcfs, or fair (weighted fair share of served "

@@ -32,10 +32,10 @@ while [ $# -gt 0 ]; do
 done
 
 # What goes in: binaries (build-relative paths) and test data (testdata-relative globs).
-BINARIES=(tests/cuda_backend_test tests/cuda_attention_test tests/cuda_model_test
-          bin/paged_attention_bench bin/pagoda-decode-bench)
-TARGETS=(cuda_backend_test cuda_attention_test cuda_model_test paged_attention_bench
-         pagoda-decode-bench)
+BINARIES=(tests/cuda_backend_test tests/cuda_attention_test tests/cuda_kv_dtype_test
+          tests/cuda_model_test bin/paged_attention_bench bin/pagoda-decode-bench)
+TARGETS=(cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test
+         paged_attention_bench pagoda-decode-bench)
 TESTDATA=('stories260K*.gguf' 'stories260K*.golden.json' 'quant_ref/qref-*.gguf')
 # Libraries the GPU machine provides: glibc's and CUDA's (the driver and cuBLAS).
 SYSTEM_LIBS='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so)'
@@ -126,7 +126,7 @@ check_closure() {
 check_runs() {
   local run=(env -i LD_LIBRARY_PATH="$STAGE/lib" PAGODA_TESTDATA_DIR="$STAGE/testdata")
   local log=$STAGE.log
-  for t in cuda_backend_test cuda_attention_test cuda_model_test; do
+  for t in cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test; do
     "${run[@]}" "$STAGE/bin/$t" >"$log" 2>&1 || { tail -30 "$log" >&2; fail "$t under env -i"; }
     note "$t: $(grep -E '^\[  PASSED  \]' "$log" | grep -oE '[0-9]+' | head -1) passed," \
       "$(grep -cE '^\[  SKIPPED \] .*\(' "$log") skipped (no device)"

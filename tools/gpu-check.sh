@@ -47,17 +47,17 @@ find_library() {
   return 1
 }
 
-# Runs the three CUDA test binaries side by side; fails on a failure, or on a skip when a
+# Runs the four CUDA test binaries side by side; fails on a failure, or on a skip when a
 # GPU is present (a skip there means the device was not usable).
 run_tests() {
   local status=0 t pids=()
-  for t in cuda_backend_test cuda_attention_test cuda_model_test; do
+  for t in cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test; do
     PAGODA_TESTDATA_DIR=$B/testdata timeout 300 "$B/bin/$t" --gtest_color=no \
       >"$WORK/$t.log" 2>&1 &
     pids+=($!)
   done
   local i=0
-  for t in cuda_backend_test cuda_attention_test cuda_model_test; do
+  for t in cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test; do
     local rc=0
     wait "${pids[$i]}" || rc=$?
     i=$((i + 1))

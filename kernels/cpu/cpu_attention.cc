@@ -7,9 +7,10 @@
 // loaded once per chunk of the context and used by all of them. Softmax is online: per
 // chunk of kChunk context tokens the running max and sum are updated and the
 // accumulator rescaled, so the context is traversed once.
-// The cache may hold f32, f16, bf16 or int8 (with a scale per token and head): rows of the
-// other types are widened to f32 per chunk into a small scratch tile (64 rows of K and of V)
-// as they are read, so no f32 copy of the cache exists.
+// The cache may hold f32, f16, bf16 or int8 (K: a step and offset per block, head and
+// channel; V: a step per token and head): rows of the other types are widened to f32 per
+// chunk into a small scratch tile (64 rows of K and of V) as they are read, so no f32 copy of
+// the cache exists.
 // SSSE3 adds little over SSE4 and the portable code: not built, to save compile time.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS HWY_SSSE3
@@ -51,9 +52,10 @@ struct TileArgs {
   const char* k_head = nullptr;  // K plane offset to this KV head
   const char* v_head = nullptr;
   int64_t kv_row_bytes = 0;         // bytes per cached token (all KV heads)
-  const float* k_scales = nullptr;  // kI8: K scale plane offset to this KV head
-  const float* v_scales = nullptr;
-  int32_t num_kv_heads = 0;  // scales per cached token
+  const float* k_params = nullptr;  // kI8: K parameters of block 0 offset to this KV head
+  int64_t k_params_stride = 0;      // kI8: floats between consecutive blocks' K parameters
+  const float* v_scales = nullptr;  // kI8: V scale plane offset to this KV head
+  int32_t num_kv_heads = 0;         // V scales per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
   // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes,
@@ -232,7 +234,7 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
   }
 }
 
-// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8 scaled by scales[t])
+// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8: V codes times scales[t])
 // into consecutive f32 rows of `dst` and points rows[t] at them.
 template <class D>
 void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* scales, int32_t n,
@@ -266,6 +268,27 @@ void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* s
   }
 }
 
+// Widens n int8 K rows: element e is code * params[t][e] + params[t][head_dim + e] (the step
+// and offset of its block and channel), into consecutive rows of `dst`; points rows[t] there.
+template <class D>
+void WidenKeysI8(D d, const TileArgs& a, const float** rows, const float* const* params, int32_t n,
+                 float* dst) {
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  const hn::Rebind<int8_t, D> d8;
+  const hn::Rebind<int32_t, D> di;
+  for (int32_t t = 0; t < n; ++t) {
+    const auto* q = reinterpret_cast<const int8_t*>(rows[t]);
+    const float* step = params[t];
+    float* out = dst + int64_t{t} * dim;
+    for (int32_t e = 0; e < dim; e += lanes) {
+      const auto x = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + e)));
+      hn::StoreU(hn::MulAdd(x, hn::LoadU(d, step + e), hn::LoadU(d, step + dim + e)), d, out + e);
+    }
+    rows[t] = out;
+  }
+}
+
 template <class D>
 void AttendTileWith(D d, const TileArgs& a) {
   const int32_t rows = a.num_queries * a.group;
@@ -281,7 +304,7 @@ void AttendTileWith(D d, const TileArgs& a) {
 
   const float* k_rows[kChunk];
   const float* v_rows[kChunk];
-  const float* k_scale[kChunk];
+  const float* k_param[kChunk];
   const float* v_scale[kChunk];
   int32_t first[kChunk];                       // first row that sees chunk token t
   float* k_wide = kt + int64_t{dim} * kChunk;  // widened rows when the cache is not f32
@@ -296,15 +319,18 @@ void AttendTileWith(D d, const TileArgs& a) {
       const int64_t slot = int64_t{a.table[pos / a.block_size]} * a.block_size + pos % a.block_size;
       k_rows[t] = reinterpret_cast<const float*>(a.k_head + slot * a.kv_row_bytes);
       v_rows[t] = reinterpret_cast<const float*>(a.v_head + slot * a.kv_row_bytes);
-      if (a.k_scales != nullptr) {
-        k_scale[t] = a.k_scales + slot * a.num_kv_heads;
+      if (a.k_params != nullptr) {
+        k_param[t] = a.k_params + slot / a.block_size * a.k_params_stride;
         v_scale[t] = a.v_scales + slot * a.num_kv_heads;
       }
       while (a.positions[qi] < pos) ++qi;  // the last query sees every token of ctx
       first[t] = qi * a.group;
     }
-    if (widen) {
-      WidenRows(d, a, k_rows, k_scale, n, k_wide);
+    if (widen && a.kv_dtype == DType::kI8) {
+      WidenKeysI8(d, a, k_rows, k_param, n, k_wide);
+      WidenRows(d, a, v_rows, v_scale, n, v_wide);
+    } else if (widen) {
+      WidenRows(d, a, k_rows, nullptr, n, k_wide);
       WidenRows(d, a, v_rows, v_scale, n, v_wide);
     }
     const Visible visible{a.positions, a.group, c0, n};
@@ -346,6 +372,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "kernels/cpu/cpu_attention.h"
+#include "kernels/cpu/kv_int8.h"
 #include "kernels/quant/half.h"
 
 namespace pagoda::kernels::cpu {
@@ -389,9 +416,8 @@ std::vector<Item> PlanItems(const BatchInput& batch, int32_t kv_heads, int32_t g
 
 namespace {
 
-// Stores one token's vectors (all KV heads, f32) at `dst` in the cache's type; int8 gets a
-// scale per head (max |x| / 127, rounded to nearest) in `scales`.
-void StoreRow(const float* src, const KvCacheShape& shape, char* dst, float* scales) {
+// Stores one token's vectors (all KV heads, f32) at `dst` in the cache's type (not kI8).
+void StoreRow(const float* src, const KvCacheShape& shape, char* dst) {
   const int64_t width = shape.token_elems();
   switch (shape.dtype) {
     case DType::kF16: {
@@ -402,22 +428,6 @@ void StoreRow(const float* src, const KvCacheShape& shape, char* dst, float* sca
     case DType::kBF16: {
       auto* b = reinterpret_cast<uint16_t*>(dst);
       for (int64_t e = 0; e < width; ++e) b[e] = quant::FloatToBf16(src[e]);
-      return;
-    }
-    case DType::kI8: {
-      auto* q = reinterpret_cast<int8_t*>(dst);
-      for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
-        const float* x = src + int64_t{h} * shape.head_dim;
-        float amax = 0.f;
-        for (int32_t e = 0; e < shape.head_dim; ++e) amax = std::max(amax, std::fabs(x[e]));
-        const float scale = amax / 127.f;
-        const float inv = scale > 0.f ? 1.f / scale : 0.f;
-        for (int32_t e = 0; e < shape.head_dim; ++e) {
-          q[int64_t{h} * shape.head_dim + e] =
-              static_cast<int8_t>(std::clamp(std::nearbyint(x[e] * inv), -127.f, 127.f));
-        }
-        scales[h] = scale;
-      }
       return;
     }
     default:
@@ -435,17 +445,33 @@ bool SupportsKvDtype(DType dtype) {
 void WriteKv(const BatchInput& batch, const Tensor& k, const Tensor& v, const PagedKvCache& cache,
              int32_t layer, ThreadPool* pool) {
   const KvCacheShape& shape = cache.shape;
+  if (shape.dtype == DType::kI8) {
+    // K by runs of consecutive slots in one block (a prefill's block gets its ranges at once).
+    const int32_t n = batch.num_tokens();
+    for (int32_t i = 0; i < n;) {
+      const int64_t slot = batch.slot_mapping[i];
+      int32_t run = 1;
+      if (slot >= 0) {
+        while (i + run < n && batch.slot_mapping[i + run] == slot + run &&
+               (slot + run) % shape.block_size != 0) {
+          ++run;
+        }
+        StoreKeysInt8(k.row<float>(i), k.stride, run, cache, layer, slot);
+        for (int32_t t = 0; t < run; ++t)
+          StoreValueInt8(v.row<float>(i + t), cache, layer, slot + t);
+      }
+      i += run;
+    }
+    return;
+  }
   const int64_t row_bytes = shape.token_elems() * static_cast<int64_t>(DTypeSize(shape.dtype));
   auto* k_plane = static_cast<char*>(cache.Plane(layer, 0));
   auto* v_plane = static_cast<char*>(cache.Plane(layer, 1));
-  float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
-  float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
   for (int32_t i = 0; i < batch.num_tokens(); ++i) {
     const int64_t slot = batch.slot_mapping[i];
     if (slot < 0) continue;
-    const int64_t s = slot * shape.num_kv_heads;
-    StoreRow(k.row<float>(i), shape, k_plane + slot * row_bytes, k_scales ? k_scales + s : nullptr);
-    StoreRow(v.row<float>(i), shape, v_plane + slot * row_bytes, v_scales ? v_scales + s : nullptr);
+    StoreRow(k.row<float>(i), shape, k_plane + slot * row_bytes);
+    StoreRow(v.row<float>(i), shape, v_plane + slot * row_bytes);
   }
 }
 
@@ -459,8 +485,8 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
   const int64_t elem_bytes = static_cast<int64_t>(DTypeSize(shape.dtype));
   const auto* k_plane = static_cast<const char*>(cache.Plane(layer, 0));
   const auto* v_plane = static_cast<const char*>(cache.Plane(layer, 1));
-  const float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
-  const float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
+  const float* k_params = shape.has_scales() ? cache.KParams(layer) : nullptr;
+  const float* v_scales = shape.has_scales() ? cache.VScales(layer) : nullptr;
   const std::vector<Item> items = PlanItems(batch, kv_heads, group);
   int64_t work = 0;
   for (const Item& item : items) work += item.cost;
@@ -494,8 +520,9 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
       a.k_head = k_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.v_head = v_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.kv_row_bytes = shape.token_elems() * elem_bytes;
-      if (k_scales != nullptr) {
-        a.k_scales = k_scales + it.kv_head;
+      if (k_params != nullptr) {
+        a.k_params = k_params + int64_t{it.kv_head} * 2 * head_dim;
+        a.k_params_stride = int64_t{kv_heads} * 2 * head_dim;
         a.v_scales = v_scales + it.kv_head;
       }
       a.num_kv_heads = shape.num_kv_heads;

@@ -1,5 +1,7 @@
-// The CUDA-core paged-attention kernel: every dtype, any head_dim up to 256. It is the
-// exact (fp32) path and the fallback for shapes the tensor-core kernels do not cover.
+// The CUDA-core paged-attention kernel: every activation type over every KV cache type (the
+// activation types and fp8 e4m3, widened to fp32 as read, times kv_scale), any head_dim up
+// to 256. It is the exact (fp32) path and the fallback for shapes and cache types the
+// tensor-core kernels do not cover.
 //
 // One warp per (plan item, query head); lane i holds dims i, i + 32, ... of the head. Keys
 // go four at a time (four independent dot products, their warp sums interleaved) through
@@ -22,7 +24,7 @@ __device__ __forceinline__ void StoreResult(const PagedAttentionParams& p,
                                             const AttentionItem& item, int head, int lane,
                                             const float (&acc)[kLaneDims], float m, float l) {
   const int hd = p.head_dim;
-  const float inv_l = 1.f / l;
+  const float inv_l = p.kv_scale / l;  // V was read unscaled
   if (item.partial < 0) {
     T* out = static_cast<T*>(p.out) + static_cast<int64_t>(item.token) * p.out_stride +
              static_cast<int64_t>(head) * hd;
@@ -45,7 +47,7 @@ __device__ __forceinline__ void StoreResult(const PagedAttentionParams& p,
   }
 }
 
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kWarps * 32)
     GenericAttentionKernel(const PagedAttentionParams p) {
   const int64_t warp_id = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -62,10 +64,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int j = 0; j < kLaneDims; ++j) {
     const int d = lane + 32 * j;
-    qv[j] = d < hd ? ToF32(q[d]) * p.scale_log2 : 0.f;
+    qv[j] = d < hd ? ToF32(q[d]) * (p.scale_log2 * p.kv_scale) : 0.f;  // K is read unscaled
   }
-  const T* k_plane = static_cast<const T*>(p.k_cache);
-  const T* v_plane = static_cast<const T*>(p.v_cache);
+  const C* k_plane = static_cast<const C*>(p.k_cache);
+  const C* v_plane = static_cast<const C*>(p.v_cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq;
   const int64_t slot_stride = static_cast<int64_t>(p.num_kv_heads) * hd;
   const int64_t head_offset = static_cast<int64_t>(kv_head) * hd;
@@ -136,9 +138,13 @@ cudaError_t LaunchGenericAttention(const PagedAttentionParams& p, cudaStream_t s
   const int64_t warps = static_cast<int64_t>(p.num_items) * p.num_heads;
   if (warps == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
-  const bool ok = DispatchDType(p.dtype, [&](auto tag) {
+  bool ok = false;
+  DispatchDType(p.dtype, [&](auto tag) {
     using T = decltype(tag);
-    GenericAttentionKernel<T><<<blocks, kWarps * 32, 0, stream>>>(p);
+    ok = DispatchKvDType(p.kv_dtype, [&](auto cache_tag) {
+      using C = decltype(cache_tag);
+      GenericAttentionKernel<T, C><<<blocks, kWarps * 32, 0, stream>>>(p);
+    });
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

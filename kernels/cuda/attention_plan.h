@@ -14,7 +14,8 @@ namespace pagoda::kernels::cuda {
 
 // What the choice of kernel path depends on.
 struct AttentionShape {
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;     // of q and out
+  DType kv_dtype = DType::kBF16;  // of the cache
   int32_t head_dim = 0;
   int32_t block_size = 0;
   int32_t num_heads = 0;
@@ -23,10 +24,10 @@ struct AttentionShape {
   bool force_generic = false;  // always take the CUDA-core kernel
 };
 
-// The path for `shape`: tensor cores for bf16/f16 with head_dim 64 or 128 (aligned, group
-// <= 64), else the CUDA-core kernel. InvalidArgument when num_heads is not a multiple of
-// num_kv_heads; Unimplemented for block_size not a power of two in [1, 256] or head_dim
-// outside [2, 256] (odd head_dim also).
+// The path for `shape`: tensor cores for bf16/f16 with a cache of the same type and head_dim
+// 64 or 128 (aligned, group <= 64), else the CUDA-core kernel. InvalidArgument when num_heads is
+// not a multiple of num_kv_heads; Unimplemented for block_size not a power of two in [1, 256] or
+// head_dim outside [2, 256] (odd head_dim also).
 absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& shape);
 
 struct AttentionPlanOptions {

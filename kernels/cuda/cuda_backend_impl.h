@@ -28,6 +28,12 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   DType activation_dtype() const override { return options_.dtype; }
   DType kv_dtype() const override { return options_.dtype; }
+  // The activation type, f32, f16, bf16 or fp8 (e4m3, a per-tensor scale): WriteKv converts,
+  // attention reads the stored type (other than the activation type: CUDA-core kernel).
+  bool SupportsKvDtype(DType dtype) const override {
+    return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+           dtype == DType::kF8E4M3;
+  }
 
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;

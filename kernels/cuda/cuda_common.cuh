@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,6 +17,7 @@ namespace pagoda::kernels::cuda {
 __device__ __forceinline__ float ToF32(float x) { return x; }
 __device__ __forceinline__ float ToF32(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float ToF32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToF32(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 
 // Stored element nearest to `x` (round to nearest even).
 template <typename T>
@@ -31,6 +33,13 @@ __device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float x) {
 template <>
 __device__ __forceinline__ __half FromF32<__half>(float x) {
   return __float2half_rn(x);
+}
+// e4m3 nearest to `x`, saturated to +-448 (e4m3 has no infinity).
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 FromF32<__nv_fp8_e4m3>(float x) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  return r;
 }
 
 // Element i of an array whose element type is only known at run time.
@@ -104,6 +113,17 @@ bool DispatchDType(DType dtype, Fn&& fn) {
     default:  // ggml block formats: expanded at load, never an activation type
       return false;
   }
+}
+
+// Calls fn(C{}) with C the device type of KV cache type `dtype`: the activation types and
+// fp8 e4m3. False for the others.
+template <typename Fn>
+bool DispatchKvDType(DType dtype, Fn&& fn) {
+  if (dtype == DType::kF8E4M3) {
+    fn(__nv_fp8_e4m3{});
+    return true;
+  }
+  return DispatchDType(dtype, fn);
 }
 
 }  // namespace pagoda::kernels::cuda

@@ -203,8 +203,8 @@ void CudaBackend::WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& 
   const KvCacheShape& cs = cache.shape;
   PAGODA_CHECK_OP(
       k.rows == batch_.num_tokens() && v.rows == k.rows && k.cols == cs.token_elems() &&
-          v.cols == k.cols && k.dtype == cs.dtype && v.dtype == cs.dtype && layer >= 0 &&
-          layer < cs.num_layers,
+          v.cols == k.cols && k.dtype == options_.dtype && v.dtype == k.dtype &&
+          SupportsKvDtype(cs.dtype) && layer >= 0 && layer < cs.num_layers,
       "WriteKv",
       absl::StrCat("k ", Describe(k), ", v ", Describe(v), ", cache heads x dim ", cs.num_kv_heads,
                    " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype)), ", layer ", layer));
@@ -218,7 +218,9 @@ void CudaBackend::WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& 
   p.k_plane = cache.Plane(layer, 0);
   p.v_plane = cache.Plane(layer, 1);
   p.slot_mapping = dev_batch_.slot_mapping;
-  p.dtype = cs.dtype;
+  p.dtype = k.dtype;
+  p.kv_dtype = cs.dtype;
+  p.inv_scale = cs.dtype == DType::kF8E4M3 ? 1.f / cs.fp8_scale : 1.f;
   p.num_tokens = k.rows;
   p.width = k.cols;
   p.k_stride = k.stride;
@@ -234,13 +236,15 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   PAGODA_CHECK_OP(
       q.rows == batch_.num_tokens() && out.rows == q.rows && q.cols == width && out.cols == width &&
           cs.head_dim == params.head_dim && cs.num_kv_heads == params.num_kv_heads &&
-          q.dtype == cs.dtype && out.dtype == cs.dtype && layer >= 0 && layer < cs.num_layers,
+          q.dtype == options_.dtype && out.dtype == q.dtype && SupportsKvDtype(cs.dtype) &&
+          layer >= 0 && layer < cs.num_layers,
       "Attention",
       absl::StrCat("q ", Describe(q), ", out ", Describe(out), ", cache heads x dim ",
                    cs.num_kv_heads, " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype))));
   if (q.rows == 0) return;
   AttentionShape shape;
-  shape.dtype = cs.dtype;
+  shape.dtype = q.dtype;
+  shape.kv_dtype = cs.dtype;
   shape.head_dim = params.head_dim;
   shape.block_size = cs.block_size;
   shape.num_heads = params.num_heads;
@@ -267,7 +271,9 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   p.splits = dev_splits_;
   p.partial_out = static_cast<float*>(partials_.data());
   p.partial_ml = p.partial_out + int64_t{plan_.num_partials} * params.num_heads * params.head_dim;
-  p.dtype = cs.dtype;
+  p.dtype = q.dtype;
+  p.kv_dtype = cs.dtype;
+  p.kv_scale = cs.dtype == DType::kF8E4M3 ? cs.fp8_scale : 1.f;
   p.path = *path;
   p.q_stride = q.stride;
   p.out_stride = out.stride;

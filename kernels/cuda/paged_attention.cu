@@ -5,6 +5,7 @@ namespace pagoda::kernels::cuda {
 
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) return cudaErrorInvalidValue;
+  if (p.path == AttentionPath::kTensorCore && p.kv_dtype != p.dtype) return cudaErrorInvalidValue;
   cudaError_t err = cudaErrorInvalidValue;
   if (p.path == AttentionPath::kGeneric) {
     err = LaunchGenericAttention(p, stream);

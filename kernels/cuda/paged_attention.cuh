@@ -50,8 +50,8 @@ struct SplitToken {
 };
 
 // kGeneric: CUDA cores, any dtype, head_dim <= 256, items cover every token.
-// kTensorCore: mma.sync, bf16/f16, head_dim 64 or 128; items cover decode tokens only and
-// tiles cover prefill tokens.
+// kTensorCore: mma.sync, bf16/f16 (the cache of the same type), head_dim 64 or 128; items
+// cover decode tokens only and tiles cover prefill tokens.
 enum class AttentionPath : int32_t { kGeneric, kTensorCore };
 
 struct PagedAttentionParams {
@@ -66,7 +66,9 @@ struct PagedAttentionParams {
   const SplitToken* splits = nullptr;     // [num_splits]
   float* partial_out = nullptr;           // [num_partials, num_heads, head_dim]: O / l
   float* partial_ml = nullptr;            // [num_partials, num_heads, 2]: (m, l), m in log2 units
-  DType dtype = DType::kBF16;             // of q, out and the cache
+  DType dtype = DType::kBF16;             // of q and out
+  DType kv_dtype = DType::kBF16;          // of the cache: dtype, or (kGeneric) f32/f16/bf16/fp8
+  float kv_scale = 1.f;                   // a cached element stands for value * kv_scale
   AttentionPath path = AttentionPath::kGeneric;
   int64_t q_stride = 0;
   int64_t out_stride = 0;
