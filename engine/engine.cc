@@ -389,7 +389,8 @@ ModelInfo Engine::model_info() const {
                  .eos_token_id = tok.eos_id(),
                  .eog_token_ids = tok.eog_ids(),
                  .backend = core_->backend().name(),
-                 .kv_cache_dtype = std::string(kernels::DTypeName(core_->kv_dtype()))};
+                 .kv_cache_dtype = std::string(kernels::DTypeName(core_->kv_dtype())),
+                 .prefix_caching = core_->kv().prefix_caching()};
   return info;
 }
 

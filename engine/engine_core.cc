@@ -38,6 +38,7 @@ Usage MakeUsage(const Sequence& seq) {
   Usage u;
   u.prompt_tokens = seq.prompt_len;
   u.completion_tokens = seq.num_output();
+  u.cached_tokens = std::max(seq.cached_tokens, 0);
   if (seq.first_scheduled_time != absl::InfinitePast()) {
     u.queue_time = seq.first_scheduled_time - seq.arrival_time;
   }
@@ -98,7 +99,12 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
   core->kv_dtype_ = shape.dtype;
 
-  core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size);
+  // The prefix cache's salt: the model here, the tenant per request (Add).
+  core->cache_salt_ = absl::StrCat(
+      mc.architecture, "/", mc.vocab_size, "/", mc.num_layers, "/", mc.dim, "/", mc.num_heads, "/",
+      mc.num_kv_heads, "/", mc.head_dim, "/", std::string(kernels::DTypeName(kv_dtype)), "/");
+  core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size,
+                                               config.enable_prefix_caching && config.kv_cache);
   SchedulerConfig sc{.max_batched_tokens = config.max_batched_tokens,
                      .max_seqs = config.max_seqs,
                      .kv_cache = config.kv_cache};
@@ -113,6 +119,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
 
 void Engine::Core::Add(std::unique_ptr<Sequence> seq) {
   Sequence* raw = seq.get();
+  // Never from the request body: the tenant is the authenticated caller.
+  raw->cache_root = kv_->hasher().Root(absl::StrCat(cache_salt_, raw->request.tenant));
   seqs_[raw->id] = std::move(seq);
   scheduler_->Add(raw);
 }
@@ -234,6 +242,9 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->num_cached_tokens = 0;
   for (const Sequence* s : scheduler_->running()) stats->num_cached_tokens += s->num_computed;
   stats->num_preemptions = scheduler_->num_preemptions();
+  stats->prefix_cache_queries = scheduler_->prefix_cache_queries();
+  stats->prefix_cache_hits = scheduler_->prefix_cache_hits();
+  stats->prefix_cache_evictions = kv_->pool().num_evictions();
   stats->num_steps = num_steps_;
   stats->num_aborted = num_aborted_;
   stats->last_step_time = last_step_time_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -69,6 +70,7 @@ class Engine::Core {
   std::vector<float> logits_;
   StepObserver* observer_ = nullptr;
   kernels::DType kv_dtype_ = kernels::DType::kF32;
+  std::string cache_salt_;  // the model part of the prefix cache's salt
   PolicyKind policy_kind_ = PolicyKind::kAuto;
   bool fair_share_ = false;  // the scheduler runs FairSharePolicy
   int64_t num_steps_ = 0;
