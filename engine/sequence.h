@@ -18,6 +18,13 @@ namespace pagoda::engine {
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 
+// Sequence ids: the request's handle times 32 plus the sample index (n <= 16), so ids grow
+// in arrival order and a request's samples are neighbours.
+inline SeqId SampleSeqId(uint64_t handle, int32_t index) {
+  return (handle << 5) | static_cast<uint64_t>(index);
+}
+inline uint64_t RequestOfSeq(SeqId id) { return id >> 5; }
+
 struct Sequence {
   SeqId id = 0;               // engine-assigned, increasing in arrival order
   GenerationRequest request;  // parameters (prompt text dropped after tokenization)

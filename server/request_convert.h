@@ -15,7 +15,8 @@ namespace pagoda::server {
 // Unset optional fields keep the engine defaults.
 absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGenerateRequest& raw);
 
-// Fills `response` (request id aside) from one engine delivery.
+// Fills `response` (request id aside) from one engine delivery: its sample's index, the
+// sample's finish reason on its last delivery, the usage on the request's last.
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response);
 
 // The gRPC status carrying the same code and message (and a RetryInfo detail on

@@ -289,5 +289,48 @@ TEST(SchedulerPrefixTest, PreemptedSequenceLeavesItsBlocksCachedAndReusesThem) {
   EXPECT_EQ(sim.kv.num_free_blocks(), 6);
 }
 
+TEST(SchedulerForkTest, SamplesShareThePromptAndCopyTheSharedPartialBlockOnWrite) {
+  Sim sim(16, 4);
+  Sequence* parent = sim.Add(Iota(6), 4);  // blocks 0 (full) and 1 (2 of 4 tokens)
+  SchedulerOutput out = sim.Step();        // prefill; "samples" its first token
+  ASSERT_EQ(parent->num_computed, 6);
+  std::vector<std::unique_ptr<Sequence>> children;
+  for (int i = 1; i <= 3; ++i) {
+    auto child = std::make_unique<Sequence>();
+    child->id = 100 + i;
+    child->tokens = Iota(6);
+    child->tokens.push_back(7 + i);
+    child->prompt_len = 6;
+    child->max_total_tokens = 10;
+    child->cache_root = parent->cache_root;
+    sim.scheduler.AddFork(parent, child.get());
+    children.push_back(std::move(child));
+  }
+  EXPECT_EQ(sim.scheduler.running().size(), 4u);
+  EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
+  EXPECT_EQ(sim.kv.pool().ref_count(1), 4);
+  EXPECT_EQ(sim.kv.num_free_blocks(), 14);
+  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 8);  // each holder counts its table
+  // Each writes token 6 into block 1: the first three get copies, the last writes in place.
+  out = sim.scheduler.Schedule();
+  ASSERT_EQ(out.chunks.size(), 4u);
+  ASSERT_EQ(out.copies.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out.copies[i].src, 1);
+    EXPECT_EQ(out.copies[i].dst, static_cast<int32_t>(2 + i));
+  }
+  EXPECT_THAT(sim.kv.BlockTable(parent->id), ElementsAre(0, 2));
+  EXPECT_THAT(sim.kv.BlockTable(101), ElementsAre(0, 3));
+  EXPECT_THAT(sim.kv.BlockTable(102), ElementsAre(0, 4));
+  EXPECT_THAT(sim.kv.BlockTable(103), ElementsAre(0, 1));
+  EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
+  for (int32_t b : {1, 2, 3, 4}) EXPECT_EQ(sim.kv.pool().ref_count(b), 1);
+  sim.scheduler.OnStepDone(out);
+  for (auto& c : children) sim.scheduler.Remove(c.get());  // cancelled: all of them go
+  sim.scheduler.Remove(parent);
+  EXPECT_EQ(sim.kv.num_free_blocks(), 16);
+  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 0);
+}
+
 }  // namespace
 }  // namespace pagoda::engine

@@ -1,6 +1,7 @@
-// The prefix cache through the real gRPC server with a tenants file: a tenant's repeated
-// prompt is served from the cache (usage.cached_tokens), another tenant sending the exact
-// same prompt gets none, and GetModelInfo says the cache is on.
+// Shared KV through the real gRPC server: with a tenants file, a tenant's repeated prompt is
+// served from the prefix cache (usage.cached_tokens), another tenant sending the exact same
+// prompt gets none, and GetModelInfo says the cache is on; parallel samples (n) stream with
+// their index, each with its own finish reason, and equal separate requests seeded seed + i.
 #include <array>
 #include <string>
 #include <vector>
@@ -77,6 +78,64 @@ TEST(ServerPrefixCacheTest, AnotherTenantSendingTheExactPromptGetsNoCachedTokens
   EXPECT_EQ(b2.usage.cached_tokens(), (n - 1) / 4 * 4);  // its own, from b1
   EXPECT_EQ(a1.token_ids, b1.token_ids);
   EXPECT_EQ(a1.token_ids, a2.token_ids);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+  server->reset();
+  engine->Stop();
+}
+
+TEST(ServerParallelSamplingTest, SamplesStreamWithTheirIndexAndEqualSeparateSeededRequests) {
+  auto engine = testing::StoriesEngine();
+  ASSERT_NE(engine, nullptr);
+  auto server = server::Server::Start(
+      {.host = "127.0.0.1", .port = 0, .metrics_port = -1, .model_name = "stories260K"},
+      engine.get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  client::GenerationClient client(
+      *client::MakeChannel({.address = absl::StrCat("127.0.0.1:", (*server)->port())}), "");
+  auto request = [](uint64_t seed, int32_t n) {
+    v1::GenerateRequest r;
+    r.set_prompt("Once upon a time");
+    r.set_max_tokens(24);
+    r.set_temperature(0.9f);
+    r.set_seed(seed);
+    r.set_ignore_eos(true);
+    if (n > 1) r.set_n(n);
+    return r;
+  };
+  std::vector<std::vector<int32_t>> samples(3);
+  std::vector<std::string> finish(3);
+  int usages = 0;
+  v1::Usage usage;
+  const grpc::Status status = client.Generate(request(42, 3), [&](const v1::GenerateResponse& m) {
+    ASSERT_LT(m.index(), 3);
+    samples[m.index()].insert(samples[m.index()].end(), m.token_ids().begin(), m.token_ids().end());
+    if (!m.finish_reason().empty()) finish[m.index()] = m.finish_reason();
+    if (m.usage().completion_tokens() > 0) {
+      ++usages;
+      usage = m.usage();
+    }
+  });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(usages, 1);
+  EXPECT_EQ(usage.completion_tokens(), 3 * 24);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(finish[i], "length") << "sample " << i;
+    std::vector<int32_t> alone;
+    ASSERT_TRUE(client
+                    .Generate(request(42 + i, 1),
+                              [&](const v1::GenerateResponse& m) {
+                                EXPECT_EQ(m.index(), 0);
+                                alone.insert(alone.end(), m.token_ids().begin(),
+                                             m.token_ids().end());
+                              })
+                    .ok());
+    EXPECT_EQ(samples[i], alone) << "sample " << i;
+  }
+  EXPECT_NE(samples[0], samples[1]);
+  v1::GenerateRequest bad = request(1, 17);
+  const grpc::Status invalid = client.Generate(bad, [](const v1::GenerateResponse&) {});
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(invalid.error_message(), "n: must be in [1, 16]");
   EXPECT_TRUE(testing::WaitForIdle(*engine));
   server->reset();
   engine->Stop();
