@@ -103,6 +103,7 @@ RequestMetrics ComputeRequestMetrics(const RequestRecord& record) {
   m.send_time = record.send_time;
   m.e2el = record.end_time - record.send_time;
   m.input_len = record.prompt_tokens;
+  m.cached_len = record.cached_tokens;
   for (int n : record.chunk_tokens) m.streamed_tokens += n;
   if (!m.success) return m;
   m.output_len = record.completion_tokens;
@@ -128,6 +129,7 @@ BenchmarkResult ComputeResult(const std::vector<RequestRecord>& records, double 
     if (m.success) {
       ++result.completed;
       result.total_input += m.input_len;
+      result.total_cached += m.cached_len;
       result.total_output += m.output_len;
       ttfts.push_back(m.ttft);
       e2els.push_back(m.e2el);
@@ -140,6 +142,10 @@ BenchmarkResult ComputeResult(const std::vector<RequestRecord>& records, double 
       result.error_samples.emplace(m.status, record.error);
     }
     result.requests.push_back(std::move(m));
+  }
+  if (result.total_input > 0) {
+    result.prefix_cache_hit_rate =
+        static_cast<double>(result.total_cached) / static_cast<double>(result.total_input);
   }
   result.request_throughput = result.completed / duration;
   result.output_throughput = result.total_output / duration;

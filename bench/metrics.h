@@ -39,6 +39,7 @@ struct RequestMetrics {
   // message's tokens (the first message's extra tokens add none).
   std::vector<double> itls;
   int input_len = 0;
+  int cached_len = 0;       // the server's cached_tokens (prompt tokens from the prefix cache)
   int output_len = 0;       // the server's completion_tokens; 0 for a failed request
   int streamed_tokens = 0;  // tokens counted in the stream itself
 };
@@ -53,6 +54,8 @@ struct BenchmarkResult {
   std::map<std::string, std::string> error_samples;  // first message seen for each code
   long long total_input = 0;                         // prompt tokens of completed requests
   long long total_output = 0;                        // completion tokens of completed requests
+  long long total_cached = 0;  // prompt tokens of completed requests served from the prefix cache
+  double prefix_cache_hit_rate = 0;  // total_cached / total_input (0 when no input)
   long long total_streamed = 0;
   double duration = 0;  // seconds
   double request_throughput = 0;

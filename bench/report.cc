@@ -87,6 +87,7 @@ void PrintReport(const BenchmarkResult& result, const RunInfo& info, std::FILE* 
   Row(out, "Benchmark duration (s)", Num(result.duration));
   Row(out, "Total input tokens", absl::StrCat(result.total_input));
   Row(out, "Total generated tokens", absl::StrCat(result.total_output));
+  Row(out, "Prefix cache hit rate (%)", Num(result.prefix_cache_hit_rate * 100));
   Row(out, "Request throughput (req/s)", Num(result.request_throughput));
   if (result.request_goodput) {
     Row(out, "Request goodput (req/s)", Num(*result.request_goodput));
@@ -125,6 +126,8 @@ nlohmann::json ResultToJson(const BenchmarkResult& result, const RunInfo& info) 
   j["error_samples"] = result.error_samples;
   j["total_input_tokens"] = result.total_input;
   j["total_output_tokens"] = result.total_output;
+  j["total_cached_tokens"] = result.total_cached;
+  j["prefix_cache_hit_rate"] = result.prefix_cache_hit_rate;
   j["total_streamed_output_tokens"] = result.total_streamed;
   j["request_throughput"] = result.request_throughput;
   j["request_goodput"] =

@@ -15,6 +15,7 @@ struct RequestRecord {
   std::vector<int> chunk_tokens;    // how many tokens each of those messages carried
   int prompt_tokens = 0;            // the server's usage; the dataset's count if it sent none
   int completion_tokens = 0;        // the server's final usage
+  int cached_tokens = 0;            // the server's final usage: prompt tokens from the prefix cache
   std::string status = "OK";        // gRPC status code name, or "ABORTED" for finish "abort"
   std::string error;                // the status message when not OK
   std::string finish_reason;        // "stop", "length" or "abort" from the last message

@@ -38,6 +38,7 @@ class StreamCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
       const v1::Usage& usage = response_.usage();
       if (usage.prompt_tokens() > 0) record_->prompt_tokens = usage.prompt_tokens();
       if (usage.completion_tokens() > 0) record_->completion_tokens = usage.completion_tokens();
+      if (usage.cached_tokens() > 0) record_->cached_tokens = usage.cached_tokens();
     }
     if (!response_.finish_reason().empty()) record_->finish_reason = response_.finish_reason();
     StartRead(&response_);

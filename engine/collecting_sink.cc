@@ -7,9 +7,18 @@ void CollectingSink::OnOutput(GenerationOutput output) {
   {
     MutexLock lock(&mu_);
     CollectedOutput& c = collected_;
-    c.token_ids.insert(c.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
-    c.text += output.text;
-    for (TokenLogprob& lp : output.logprobs) c.logprobs.push_back(std::move(lp));
+    const auto index = static_cast<size_t>(output.index);
+    if (c.samples.size() <= index) c.samples.resize(index + 1);
+    CollectedSample& s = c.samples[index];
+    s.token_ids.insert(s.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+    s.text += output.text;
+    s.logprobs.insert(s.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+    if (output.sample_finished()) s.finish_reason = output.finish_reason;
+    if (index == 0) {
+      c.token_ids.insert(c.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
+      c.text += output.text;
+      for (TokenLogprob& lp : output.logprobs) c.logprobs.push_back(std::move(lp));
+    }
     ++c.num_deliveries;
     if (!output.finished()) return;
     c.finish_reason = output.finish_reason;

@@ -12,7 +12,16 @@
 
 namespace pagoda::engine {
 
-// Everything a request produced, concatenated.
+// Everything one sample produced, concatenated.
+struct CollectedSample {
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+// Everything a request produced, concatenated: sample 0 at the top, every sample in
+// `samples` (n of them once finished; one for n = 1).
 struct CollectedOutput {
   std::vector<int32_t> token_ids;
   std::string text;
@@ -21,6 +30,7 @@ struct CollectedOutput {
   absl::Status error;
   Usage usage;
   int32_t num_deliveries = 0;
+  std::vector<CollectedSample> samples;
 };
 
 class CollectingSink final : public OutputSink {

@@ -172,6 +172,7 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
     return Invalid("prompt", "give either prompt or prompt_token_ids, not both");
   }
   RETURN_IF_ERROR(ValidateSampling(r.sampling));
+  if (r.n < 1 || r.n > 16) return Invalid("n", "must be in [1, 16]");
   if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
     return Invalid("stop", absl::StrCat(r.stop.size(), " stop strings; at most ",
                                         config_.max_stop_strings, " (max_stop_strings)"));
@@ -425,7 +426,8 @@ ModelInfo Engine::model_info() const {
                  .eos_token_id = tok.eos_id(),
                  .eog_token_ids = tok.eog_ids(),
                  .backend = core_->backend().name(),
-                 .kv_cache_dtype = std::string(kernels::DTypeName(core_->kv_dtype()))};
+                 .kv_cache_dtype = std::string(kernels::DTypeName(core_->kv_dtype())),
+                 .prefix_caching = core_->kv().prefix_caching()};
   return info;
 }
 
@@ -488,7 +490,8 @@ void Engine::Loop() {
     if (tenants.has_value()) core_->SetTenants(*tenants);
     for (Pending& p : intake) {
       auto seq = std::make_unique<Sequence>();
-      seq->id = p.handle;
+      seq->id = SampleSeqId(p.handle, 0);
+      seq->pending_forks = p.request.n - 1;
       seq->request = std::move(p.request);
       seq->sink = std::move(p.sink);
       seq->tokens = std::move(p.prompt);

@@ -59,6 +59,9 @@ struct EngineConfig {
   // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
   int32_t shed_waiting_requests = 0;
   bool kv_cache = true;  // false: recompute every sequence at every step
+  // Reuse the K/V of full blocks whose tokens (and tenant) match an earlier request's
+  // (automatic prefix caching; docs/ARCHITECTURE.md). Off when kv_cache is false.
+  bool enable_prefix_caching = true;
   // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16", "int8" or
   // "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
@@ -93,7 +96,11 @@ struct EngineStats {
   int64_t num_preemptions = 0;
   int64_t num_steps = 0;
   int64_t num_aborted = 0;
-  int64_t num_submitted = 0;         // requests Submit accepted, ever (rejected ones do no work)
+  int64_t num_submitted = 0;  // requests Submit accepted, ever (rejected ones do no work)
+  // Prefix cache, ever: tokens looked up and found at admissions, cached blocks evicted.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  int64_t prefix_cache_evictions = 0;
   std::vector<TenantStats> tenants;  // configured tenants plus "" when it has requests
   absl::Time last_step_time = absl::InfinitePast();
 };
@@ -113,6 +120,7 @@ struct ModelInfo {
   std::vector<int32_t> eog_token_ids;
   std::string backend;
   std::string kv_cache_dtype;
+  bool prefix_caching = false;  // automatic prefix caching is on
 };
 
 using RequestHandle = uint64_t;

@@ -39,6 +39,7 @@ Usage MakeUsage(const Sequence& seq) {
   Usage u;
   u.prompt_tokens = seq.prompt_len;
   u.completion_tokens = seq.num_output();
+  u.cached_tokens = std::max(seq.cached_tokens, 0);
   if (seq.first_scheduled_time != absl::InfinitePast()) {
     u.queue_time = seq.first_scheduled_time - seq.arrival_time;
   }
@@ -99,7 +100,12 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
   core->kv_dtype_ = shape.dtype;
 
-  core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size);
+  // The prefix cache's salt: the model here, the tenant per request (Add).
+  core->cache_salt_ = absl::StrCat(
+      mc.architecture, "/", mc.vocab_size, "/", mc.num_layers, "/", mc.dim, "/", mc.num_heads, "/",
+      mc.num_kv_heads, "/", mc.head_dim, "/", std::string(kernels::DTypeName(kv_dtype)), "/");
+  core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size,
+                                               config.enable_prefix_caching && config.kv_cache);
   SchedulerConfig sc{.max_batched_tokens = config.max_batched_tokens,
                      .max_seqs = config.max_seqs,
                      .kv_cache = config.kv_cache};
@@ -114,6 +120,10 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
 
 void Engine::Core::Add(std::unique_ptr<Sequence> seq) {
   Sequence* raw = seq.get();
+  // Never from the request body: the tenant is the authenticated caller.
+  raw->cache_root = kv_->hasher().Root(absl::StrCat(cache_salt_, raw->request.tenant));
+  requests_[RequestOfSeq(raw->id)] =
+      RequestState{.unfinished = 1 + raw->pending_forks, .live = {raw->id}};
   seqs_[raw->id] = std::move(seq);
   scheduler_->Add(raw);
 }
@@ -129,28 +139,50 @@ void Engine::Core::SetTenants(const std::vector<TenantConfig>& tenants) {
 }
 
 void Engine::Core::Abort(RequestHandle handle) {
-  auto it = seqs_.find(handle);
-  if (it == seqs_.end()) return;
+  if (!requests_.contains(handle)) return;
   ++num_aborted_;
-  GenerationOutput out;
-  out.finish_reason = FinishReason::kAbort;
-  Finish(it->second.get(), std::move(out));
+  EndRequest(handle, FinishReason::kAbort, absl::OkStatus());
 }
 
 void Engine::Core::FailAll(const absl::Status& status) {
-  std::vector<Sequence*> all;
-  for (auto& [handle, seq] : seqs_) all.push_back(seq.get());
-  for (Sequence* seq : all) {
+  std::vector<RequestHandle> all;
+  for (const auto& [handle, request] : requests_) all.push_back(handle);
+  for (RequestHandle handle : all) EndRequest(handle, FinishReason::kError, status);
+}
+
+void Engine::Core::EndRequest(RequestHandle handle, FinishReason reason,
+                              const absl::Status& error) {
+  const auto it = requests_.find(handle);
+  if (it == requests_.end()) return;
+  const std::vector<SeqId> live = it->second.live;  // Finish edits it
+  for (SeqId id : live) {
     GenerationOutput out;
-    out.finish_reason = FinishReason::kError;
-    out.error = status;
-    Finish(seq, std::move(out));
+    out.finish_reason = reason;
+    out.error = error;
+    Finish(seqs_.at(id).get(), std::move(out));
   }
 }
 
 void Engine::Core::Finish(Sequence* seq, GenerationOutput final_output) {
   scheduler_->Remove(seq);
-  final_output.usage = MakeUsage(*seq);
+  const RequestHandle handle = RequestOfSeq(seq->id);
+  RequestState& request = requests_.at(handle);
+  request.unfinished -= 1 + seq->pending_forks;  // forks not made yet end with their parent
+  std::erase(request.live, seq->id);
+  const Usage u = MakeUsage(*seq);
+  request.usage.completion_tokens += u.completion_tokens;
+  if (seq->sample_index == 0) {
+    request.usage.prompt_tokens = u.prompt_tokens;
+    request.usage.cached_tokens = u.cached_tokens;
+    request.usage.queue_time = u.queue_time;
+    request.usage.time_to_first_token = u.time_to_first_token;
+  }
+  final_output.index = seq->sample_index;
+  final_output.samples_left = request.unfinished;
+  if (request.unfinished == 0) {
+    final_output.usage = request.usage;
+    requests_.erase(handle);
+  }
   std::shared_ptr<OutputSink> sink = std::move(seq->sink);
   seqs_.erase(seq->id);  // destroys seq
   if (sink) sink->OnOutput(std::move(final_output));
@@ -175,13 +207,10 @@ void Engine::Core::Step() {
     timing.execute = last_step_time_ - now;
   }
   if (!status.ok()) {
-    // A failed step poisons nothing but its own batch: end those sequences with the error.
-    for (const ScheduledChunk& c : out.chunks) {
-      GenerationOutput err;
-      err.finish_reason = FinishReason::kError;
-      err.error = status;
-      Finish(c.seq, std::move(err));
-    }
+    // A failed step poisons nothing but its own batch: end those requests with the error.
+    std::vector<RequestHandle> failed;
+    for (const ScheduledChunk& c : out.chunks) failed.push_back(RequestOfSeq(c.seq->id));
+    for (RequestHandle handle : failed) EndRequest(handle, FinishReason::kError, status);
   } else {
     ProcessOutputs(out, logits_, observer_ != nullptr ? &timing : nullptr);
   }
@@ -205,25 +234,64 @@ void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>
     Sequence* seq = out.chunks[i].seq;
     absl::Span<float> row_logits(logits.data() + row * vocab, vocab);
     ++row;
-    SampleInput in{.params = &seq->request.sampling,
-                   .seed = seq->seed,
-                   .output_index = seq->num_output(),
-                   .context = seq->tokens,
-                   .output_counts = &seq->output_counts};
-    const absl::Time t0 = timing != nullptr ? absl::Now() : now;
-    SampleResult r = Sample(in, row_logits);
-    const absl::Time t1 = timing != nullptr ? absl::Now() : now;
-    if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
-    GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
-    if (timing != nullptr) {
-      timing->sample += t1 - t0;
-      timing->detokenize += absl::Now() - t1;
-    }
-    if (delivery.finished()) {
-      Finish(seq, std::move(delivery));
-    } else {
-      seq->sink->OnOutput(std::move(delivery));
-    }
+    // The prompt is computed once: the other samples fork from it now.
+    if (seq->pending_forks > 0) Fork(seq, row_logits, now, timing);
+    SampleAndDeliver(seq, row_logits, now, timing);
+  }
+}
+
+void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, absl::Time now,
+                                    StepTiming* timing) {
+  SampleInput in{.params = &seq->request.sampling,
+                 .seed = seq->seed,
+                 .output_index = seq->num_output(),
+                 .context = seq->tokens,
+                 .output_counts = &seq->output_counts};
+  const absl::Time t0 = timing != nullptr ? absl::Now() : now;
+  SampleResult r = Sample(in, logits);
+  const absl::Time t1 = timing != nullptr ? absl::Now() : now;
+  if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
+  GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
+  if (timing != nullptr) {
+    timing->sample += t1 - t0;
+    timing->detokenize += absl::Now() - t1;
+  }
+  if (delivery.sample_finished()) {
+    Finish(seq, std::move(delivery));
+  } else {
+    delivery.index = seq->sample_index;
+    seq->sink->OnOutput(std::move(delivery));
+  }
+}
+
+void Engine::Core::Fork(Sequence* parent, absl::Span<const float> logits, absl::Time now,
+                        StepTiming* timing) {
+  const RequestHandle handle = RequestOfSeq(parent->id);
+  fork_row_.assign(logits.begin(), logits.end());
+  const int32_t forks = parent->pending_forks;
+  parent->pending_forks = 0;
+  for (int32_t i = 1; i <= forks; ++i) {
+    auto child = std::make_unique<Sequence>();
+    child->id = SampleSeqId(handle, i);
+    child->request = parent->request;
+    child->sink = parent->sink;
+    child->tokens = parent->tokens;
+    child->prompt_len = parent->prompt_len;
+    child->max_total_tokens = parent->max_total_tokens;
+    child->seed = parent->seed + static_cast<uint64_t>(i);  // sample i: seed + i
+    child->cache_root = parent->cache_root;
+    child->block_hashes = parent->block_hashes;
+    child->cached_tokens = parent->cached_tokens;
+    child->sample_index = i;
+    child->arrival_time = parent->arrival_time;
+    child->first_scheduled_time = parent->first_scheduled_time;
+    child->detokenizer = std::make_unique<model::IncrementalDetokenizer>(tokenizer_.get());
+    Sequence* raw = child.get();
+    seqs_[raw->id] = std::move(child);
+    requests_.at(handle).live.push_back(raw->id);
+    scheduler_->AddFork(parent, raw);
+    sample_row_ = fork_row_;
+    SampleAndDeliver(raw, absl::MakeSpan(sample_row_), now, timing);
   }
 }
 
@@ -235,6 +303,9 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->num_cached_tokens = 0;
   for (const Sequence* s : scheduler_->running()) stats->num_cached_tokens += s->num_computed;
   stats->num_preemptions = scheduler_->num_preemptions();
+  stats->prefix_cache_queries = scheduler_->prefix_cache_queries();
+  stats->prefix_cache_hits = scheduler_->prefix_cache_hits();
+  stats->prefix_cache_evictions = kv_->pool().num_evictions();
   stats->num_steps = num_steps_;
   stats->num_aborted = num_aborted_;
   stats->last_step_time = last_step_time_;

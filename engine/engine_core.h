@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -25,9 +26,10 @@ class Engine::Core {
                                                       const gguf::GgufFile& file,
                                                       std::unique_ptr<kernels::Backend> backend);
 
-  // Takes ownership of a validated request and queues it.
+  // Takes ownership of a validated request (its sample 0; the others fork from it once its
+  // prompt is computed) and queues it.
   void Add(std::unique_ptr<Sequence> seq);
-  // Aborts `handle` if it is in flight.
+  // Aborts every sample of `handle` if it is in flight.
   void Abort(RequestHandle handle);
   // Ends every sequence in flight with an error.
   void FailAll(const absl::Status& status);
@@ -51,11 +53,27 @@ class Engine::Core {
 
  private:
   Core() = default;
-  // Delivers the final output (if any), frees the sequence's blocks and forgets it.
+  // One request in flight: its samples and what its last delivery reports.
+  struct RequestState {
+    int32_t unfinished = 0;   // samples not finished, forks not yet made included
+    std::vector<SeqId> live;  // samples in flight
+    Usage usage;              // accumulated as samples finish
+  };
+
+  // Frees the sample's blocks, forgets it and delivers its final output (index, samples
+  // left and, for the request's last, the usage filled in).
   void Finish(Sequence* seq, GenerationOutput final_output);
+  // Finishes every sample of `handle` with `reason` (and `error`).
+  void EndRequest(RequestHandle handle, FinishReason reason, const absl::Status& error);
   // Samples and delivers the next token of each chunk that completed its sequence.
   // `timing` (null unless profiling) gets the sampling and detokenizing times.
   void ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits, StepTiming* timing);
+  // Samples `seq`'s next token from `logits` (modified) and delivers it.
+  void SampleAndDeliver(Sequence* seq, absl::Span<float> logits, absl::Time now,
+                        StepTiming* timing);
+  // Creates the pending samples of `parent`, whose prompt was just computed: they share its
+  // blocks and sample their first token from copies of its `logits` row.
+  void Fork(Sequence* parent, absl::Span<const float> logits, absl::Time now, StepTiming* timing);
 
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
@@ -65,10 +83,13 @@ class Engine::Core {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> processor_;
-  absl::flat_hash_map<RequestHandle, std::unique_ptr<Sequence>> seqs_;
+  absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  absl::flat_hash_map<RequestHandle, RequestState> requests_;
   std::vector<float> logits_;
+  std::vector<float> fork_row_, sample_row_;  // a forked prompt's logits and a copy to sample
   StepObserver* observer_ = nullptr;
   kernels::DType kv_dtype_ = kernels::DType::kF32;
+  std::string cache_salt_;  // the model part of the prefix cache's salt
   PolicyKind policy_kind_ = PolicyKind::kAuto;
   bool fair_share_ = false;  // the scheduler runs FairSharePolicy
   int64_t num_steps_ = 0;

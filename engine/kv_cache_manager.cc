@@ -1,34 +1,130 @@
 #include "engine/kv_cache_manager.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace pagoda::engine {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size)
-    : block_size_(block_size), pool_(num_blocks) {}
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching,
+                               PrefixHasher hasher)
+    : block_size_(block_size),
+      prefix_caching_(prefix_caching),
+      hasher_(hasher),
+      pool_(num_blocks) {}
 
 int32_t KvCacheManager::BlocksFor(int32_t num_tokens) const {
   return (num_tokens + block_size_ - 1) / block_size_;
 }
 
-int32_t KvCacheManager::BlocksNeeded(SeqId seq, int32_t num_tokens) const {
-  const auto it = tables_.find(seq);
-  const int32_t have = it == tables_.end() ? 0 : static_cast<int32_t>(it->second.size());
-  return std::max(0, BlocksFor(num_tokens) - have);
+int32_t KvCacheManager::BlocksNeeded(SeqId seq, int32_t num_tokens, int32_t first_write) const {
+  const std::vector<int32_t>& table = BlockTable(seq);
+  const auto have = static_cast<int32_t>(table.size());
+  int32_t need = std::max(0, BlocksFor(num_tokens) - have);
+  if (first_write >= 0) {
+    const int32_t b = first_write / block_size_;
+    if (b < have && pool_.ref_count(table[b]) > 1) ++need;
+  }
+  return need;
 }
 
-bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens) {
-  const int32_t need = BlocksNeeded(seq, num_tokens);
+bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens, int32_t first_write,
+                             std::vector<BlockCopy>* copies) {
+  const int32_t need = BlocksNeeded(seq, num_tokens, first_write);
   if (need == 0) return true;
   if (need > pool_.num_free()) return false;
-  return pool_.Allocate(need, &tables_[seq]);
+  std::vector<int32_t>& table = tables_[seq];
+  if (first_write >= 0) {
+    const int32_t b = first_write / block_size_;
+    if (b < static_cast<int32_t>(table.size()) && pool_.ref_count(table[b]) > 1) {
+      std::vector<int32_t> fresh;
+      pool_.Allocate(1, &fresh);
+      copies->push_back({.src = table[b], .dst = fresh[0]});
+      pool_.Release(table[b]);
+      table[b] = fresh[0];
+      // The copy is private and not yet named: registration resumes from it.
+      int32_t& registered = registered_[seq];
+      registered = std::min(registered, b);
+    }
+  }
+  const int32_t grow = std::max(0, BlocksFor(num_tokens) - static_cast<int32_t>(table.size()));
+  return pool_.Allocate(grow, &table);
 }
 
 void KvCacheManager::Free(SeqId seq) {
+  registered_.erase(seq);
   const auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) pool_.Release(*b);
   tables_.erase(it);
+}
+
+void KvCacheManager::Fork(SeqId parent, SeqId child) {
+  assert(!tables_.contains(child));
+  const std::vector<int32_t> table = BlockTable(parent);
+  for (int32_t b : table) pool_.AddRef(b);
+  tables_[child] = table;
+  if (const auto it = registered_.find(parent); it != registered_.end()) {
+    registered_[child] = it->second;
+  }
+}
+
+void KvCacheManager::HashBlocks(const BlockHash& root, absl::Span<const int32_t> tokens,
+                                int32_t num_blocks, std::vector<BlockHash>* hashes) const {
+  while (static_cast<int32_t>(hashes->size()) < num_blocks) {
+    const size_t b = hashes->size();
+    const BlockHash& parent = b == 0 ? root : (*hashes)[b - 1];
+    hashes->push_back(hasher_.Next(parent, tokens.subspan(b * block_size_, block_size_)));
+  }
+}
+
+int32_t KvCacheManager::MatchPrefix(const BlockHash& root, absl::Span<const int32_t> tokens,
+                                    int32_t max_tokens, std::vector<BlockHash>* hashes) const {
+  if (!prefix_caching_) return 0;
+  const int32_t limit =
+      std::min<int32_t>(max_tokens, static_cast<int32_t>(tokens.size())) / block_size_;
+  int32_t hit = 0;
+  while (hit < limit) {
+    HashBlocks(root, tokens, hit + 1, hashes);
+    if (pool_.Lookup((*hashes)[hit]) < 0) break;
+    ++hit;
+  }
+  return hit;
+}
+
+int32_t KvCacheManager::NumFreeAmong(absl::Span<const BlockHash> hashes) const {
+  int32_t n = 0;
+  for (const BlockHash& h : hashes) {
+    const int32_t id = pool_.Lookup(h);
+    if (id >= 0 && pool_.ref_count(id) == 0) ++n;
+  }
+  return n;
+}
+
+void KvCacheManager::TakeCached(SeqId seq, absl::Span<const BlockHash> hashes) {
+  if (hashes.empty()) return;
+  std::vector<int32_t>& table = tables_[seq];
+  assert(table.empty());
+  for (const BlockHash& h : hashes) {
+    const int32_t id = pool_.Lookup(h);
+    assert(id >= 0);
+    pool_.AddRef(id);
+    table.push_back(id);
+  }
+  registered_[seq] = static_cast<int32_t>(hashes.size());
+}
+
+void KvCacheManager::CacheFullBlocks(SeqId seq, absl::Span<const BlockHash> hashes,
+                                     int32_t num_computed) {
+  if (!prefix_caching_) return;
+  const auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  const int32_t full =
+      std::min<int32_t>(num_computed / block_size_, static_cast<int32_t>(it->second.size()));
+  int32_t& registered = registered_[seq];
+  for (; registered < full; ++registered) {
+    // A block whose hash already names another block (computed twice) stays unnamed.
+    pool_.Register(it->second[registered], hashes[registered]);
+  }
 }
 
 const std::vector<int32_t>& KvCacheManager::BlockTable(SeqId seq) const {

@@ -4,31 +4,67 @@
 //   T[t / block_size] * block_size + t % block_size
 // so a sequence of L tokens holds ceil(L / block_size) blocks and only its last block can
 // be partly empty.
+//
+// Blocks can be shared: full blocks found in the prefix cache (by the chained hash of
+// their tokens, see prefix_hash.h) and the blocks of a forked sequence (parallel samples).
+// A shared block is never written: a write into one is preceded by a copy (copy on write).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "engine/block_pool.h"
+#include "engine/prefix_hash.h"
 
 namespace pagoda::engine {
 
 using SeqId = uint64_t;
 
+// Copy the contents of block `src` into block `dst` before the step runs.
+struct BlockCopy {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
 class KvCacheManager {
  public:
-  KvCacheManager(int32_t num_blocks, int32_t block_size);
+  // `prefix_caching`: full blocks are indexed by hash and reused (see BlockPool).
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching = false,
+                 PrefixHasher hasher = PrefixHasher());
 
   // Blocks that `num_tokens` tokens occupy: ceil(num_tokens / block_size).
   int32_t BlocksFor(int32_t num_tokens) const;
-  // Blocks `seq` still lacks to hold `num_tokens` tokens.
-  int32_t BlocksNeeded(SeqId seq, int32_t num_tokens) const;
-  // Grows the table of `seq` so it holds `num_tokens` tokens. Returns false, allocating
-  // nothing, when the pool has too few free blocks.
-  bool Reserve(SeqId seq, int32_t num_tokens);
-  // Returns every block of `seq` to the pool (last block first) and forgets its table.
+  // Blocks `seq` lacks to hold `num_tokens` tokens, plus one when writing from token
+  // `first_write` (>= 0) must first copy a shared block.
+  int32_t BlocksNeeded(SeqId seq, int32_t num_tokens, int32_t first_write = -1) const;
+  // Grows the table of `seq` so it holds `num_tokens` tokens; with `first_write` >= 0, a
+  // shared block holding token first_write is replaced by a private copy, appended to
+  // `copies` (required then). Returns false, changing nothing, when too few blocks are free.
+  bool Reserve(SeqId seq, int32_t num_tokens, int32_t first_write = -1,
+               std::vector<BlockCopy>* copies = nullptr);
+  // Returns every block of `seq` to the pool (last block first, so a chain's deepest block
+  // is evicted before its parents) and forgets its table. Full registered blocks stay cached.
   void Free(SeqId seq);
+  // Gives `child` (no table yet) the blocks of `parent`, shared (one more reference each).
+  void Fork(SeqId parent, SeqId child);
+
+  // Prefix cache. Extends `hashes` (the chain of `tokens` from `root`) to the first
+  // `num_blocks` full blocks; precondition: tokens holds them.
+  void HashBlocks(const BlockHash& root, absl::Span<const int32_t> tokens, int32_t num_blocks,
+                  std::vector<BlockHash>* hashes) const;
+  // Leading full blocks of `tokens` cached under `root`, within its first `max_tokens`
+  // tokens (0 without prefix caching); extends `hashes` as far as it looked.
+  int32_t MatchPrefix(const BlockHash& root, absl::Span<const int32_t> tokens, int32_t max_tokens,
+                      std::vector<BlockHash>* hashes) const;
+  // How many of the cached blocks `hashes` names are free (taking them uses free blocks).
+  int32_t NumFreeAmong(absl::Span<const BlockHash> hashes) const;
+  // Starts the empty table of `seq` with the cached blocks `hashes` names (no copy).
+  void TakeCached(SeqId seq, absl::Span<const BlockHash> hashes);
+  // Names the full blocks of `seq` below token `num_computed` by `hashes` (which must
+  // cover them) so later sequences can reuse them.
+  void CacheFullBlocks(SeqId seq, absl::Span<const BlockHash> hashes, int32_t num_computed);
 
   // The block table of `seq` (empty when it holds none).
   const std::vector<int32_t>& BlockTable(SeqId seq) const;
@@ -36,6 +72,8 @@ class KvCacheManager {
   int32_t Slot(SeqId seq, int32_t index) const;
 
   int32_t block_size() const { return block_size_; }
+  bool prefix_caching() const { return prefix_caching_; }
+  const PrefixHasher& hasher() const { return hasher_; }
   int32_t num_blocks() const { return pool_.num_blocks(); }
   int32_t num_free_blocks() const { return pool_.num_free(); }
   int32_t num_sequences() const { return static_cast<int32_t>(tables_.size()); }
@@ -44,8 +82,11 @@ class KvCacheManager {
 
  private:
   int32_t block_size_;
+  bool prefix_caching_;
+  PrefixHasher hasher_;
   BlockPool pool_;
   absl::flat_hash_map<SeqId, std::vector<int32_t>> tables_;
+  absl::flat_hash_map<SeqId, int32_t> registered_;  // leading blocks already named by hash
 };
 
 }  // namespace pagoda::engine

@@ -23,8 +23,8 @@ class ModelRunner {
     return chunk.seq->num_computed + chunk.num_tokens == chunk.seq->num_tokens();
   }
 
-  // Runs the chunks (before the scheduler advances their computed counts). `logits` gets
-  // one vocab-sized row per sampling chunk, in chunk order.
+  // Runs the block copies, then the chunks (before the scheduler advances their computed
+  // counts). `logits` gets one vocab-sized row per sampling chunk, in chunk order.
   absl::Status Execute(const SchedulerOutput& output, std::vector<float>* logits);
 
   // The batch description of `output` (exposed for tests).

@@ -45,6 +45,9 @@ struct GenerationRequest {
   bool ignore_eos = false;    // keep going after end-of-generation tokens
   bool parse_special = true;  // prompt text spelling a special token becomes that token
   int32_t priority = 0;       // lower runs first and is preempted last
+  // Parallel samples, 1..16: the prompt is computed once and shared; sample i draws with
+  // seed + i (the request's seed, or the one drawn at submission).
+  int32_t n = 1;
   // The authenticated tenant (set by the server, never from the request body); "" is the
   // anonymous tenant. Also the key of anything shared between requests (prefix cache salt).
   std::string tenant;
@@ -68,19 +71,25 @@ struct Usage {
   absl::Duration time_to_first_token;  // arrival to first output token
 };
 
-// One delivery to a sink: only what is new since the last one.
+// One delivery to a sink: only what is new since the last one, of one sample.
 struct GenerationOutput {
+  int32_t index = 0;  // the sample (0 .. n-1) these tokens belong to
   std::vector<int32_t> token_ids;
   std::string text;                                  // text delta (valid UTF-8)
   std::vector<TokenLogprob> logprobs;                // one per token id, when requested
-  FinishReason finish_reason = FinishReason::kNone;  // set on the last delivery only
+  FinishReason finish_reason = FinishReason::kNone;  // set on sample `index`'s last delivery
   absl::Status error;                                // why, when finish_reason is kError
-  Usage usage;                                       // complete on the last delivery
+  int32_t samples_left = 0;  // samples of the request not finished after this delivery
+  Usage usage;               // complete on the request's last delivery (all samples)
 
-  bool finished() const { return finish_reason != FinishReason::kNone; }
+  // The request's last delivery: every sample finished.
+  bool finished() const { return finish_reason != FinishReason::kNone && samples_left == 0; }
+  // Sample `index`'s last delivery.
+  bool sample_finished() const { return finish_reason != FinishReason::kNone; }
 };
 
-// Receives a request's outputs, on the engine thread, in order; the last one is finished().
+// Receives a request's outputs, on the engine thread, in order (per sample); the last one
+// is finished().
 // Implementations must not block.
 class OutputSink {
  public:

@@ -62,11 +62,16 @@ int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {
   return std::min(n, budget);
 }
 
-bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens) {
-  const int32_t need = kv_->BlocksNeeded(seq->id, num_tokens);
-  if (!kv_->Reserve(seq->id, num_tokens)) return false;
-  tenants_[seq->tenant_index].num_blocks_held += need;
+bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies) {
+  const auto before = static_cast<int32_t>(kv_->BlockTable(seq->id).size());
+  if (!kv_->Reserve(seq->id, num_tokens, seq->num_computed, copies)) return false;
+  tenants_[seq->tenant_index].num_blocks_held +=
+      static_cast<int32_t>(kv_->BlockTable(seq->id).size()) - before;
   return true;
+}
+
+int32_t Scheduler::BlocksToRun(const Sequence* seq, int32_t n) const {
+  return kv_->BlocksNeeded(seq->id, seq->num_computed + n, seq->num_computed);
 }
 
 void Scheduler::FreeBlocks(Sequence* seq) {
@@ -113,8 +118,8 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
       ++i;
       continue;
     }
-    if (!MakeRoom(seq, n, &i, out, budget)) continue;  // running_[i] is now the next one
-    ReserveBlocks(seq, seq->num_computed + n);         // MakeRoom made sure it fits
+    if (!MakeRoom(seq, n, &i, out, budget)) continue;         // running_[i] is now the next one
+    ReserveBlocks(seq, seq->num_computed + n, &out->copies);  // MakeRoom made sure it fits
     out->chunks.push_back({seq, n});
     out->num_tokens += n;
     *budget -= n;
@@ -126,16 +131,16 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
 
 bool Scheduler::MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out,
                          int32_t* budget) {
-  const int32_t need = kv_->BlocksNeeded(seq->id, seq->num_computed + n);
   const TenantState& tenant = tenants_[seq->tenant_index];
   const int32_t cap = tenant.config.kv_cache_cap_blocks;
   // Over its cap, a tenant makes room from its own newest sequences only.
-  while (cap > 0 && tenant.num_blocks_held + need > cap) {
+  while (cap > 0 && tenant.num_blocks_held + BlocksToRun(seq, n) > cap) {
     Sequence* victim = NewestOfTenant(seq->tenant_index);
     PreemptRunning(victim, i, out, budget);
     if (victim == seq) return false;
   }
-  while (need > AvailableBlocks(seq->tenant_index)) {
+  // (A preempted sibling may release a shared block, so the need is counted again.)
+  while (BlocksToRun(seq, n) > AvailableBlocks(seq->tenant_index)) {
     Sequence* victim = policy_->PickVictim(VictimCandidates(seq));
     PreemptRunning(victim, i, out, budget);
     if (victim == seq) return false;
@@ -168,28 +173,72 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     if (index >= waiting_.size()) break;
     Sequence* seq = waiting_[index];
     TenantState& tenant = tenants_[seq->tenant_index];
-    const int32_t n = ChunkSize(seq, *budget);
+    // A sequence starting from scratch first looks for its full blocks in the prefix cache,
+    // never its last token (the step must compute something to yield logits).
+    int32_t hit = 0;
+    if (seq->num_computed == 0 && config_.kv_cache) {
+      hit =
+          kv_->MatchPrefix(seq->cache_root, seq->tokens, seq->num_tokens() - 1, &seq->block_hashes);
+    }
+    const absl::Span<const BlockHash> cached = absl::MakeConstSpan(seq->block_hashes).first(hit);
+    const int32_t start = std::max(seq->num_computed, hit * kv_->block_size());
+    const int32_t left = seq->num_tokens() - start;
+    const int32_t n = !config_.kv_cache ? (left <= *budget ? left : 0) : std::min(left, *budget);
     if (n == 0) break;
-    const int32_t need = kv_->BlocksNeeded(seq->id, seq->num_computed + n);
+    // Blocks it will hold, and free blocks that takes (cached ones may be free already).
+    const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);
+    const int32_t need = grow - hit + kv_->NumFreeAmong(cached);
     const TenantConfig& c = tenant.config;
     if ((c.max_running_requests > 0 && tenant.num_running >= c.max_running_requests) ||
-        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + need > c.kv_cache_cap_blocks)) {
+        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + grow > c.kv_cache_cap_blocks)) {
       blocked[seq->tenant_index] = true;
       continue;
     }
-    // Short of blocks: the policy's choice waits for them rather than being overtaken.
+    // Short of blocks, or of run slots for every sample it forks into: the policy's
+    // choice waits for them rather than being overtaken.
     if (need > AvailableBlocks(seq->tenant_index)) break;
-    ReserveBlocks(seq, seq->num_computed + n);
-    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(index));
-    seq->status = SeqStatus::kRunning;
-    --tenant.num_waiting;
-    ++tenant.num_running;
-    running_.push_back(seq);
-    out->chunks.push_back({seq, n});
-    out->num_tokens += n;
-    *budget -= n;
-    policy_->OnScheduled(*seq, n);
+    if (!running_.empty() &&
+        running_.size() + 1 + seq->pending_forks > static_cast<size_t>(config_.max_seqs)) {
+      break;
+    }
+    Admit(seq, index, n, cached, out, budget);
   }
+}
+
+void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
+                      SchedulerOutput* out, int32_t* budget) {
+  TenantState& tenant = tenants_[seq->tenant_index];
+  if (!cached.empty()) {
+    kv_->TakeCached(seq->id, cached);
+    tenant.num_blocks_held += static_cast<int32_t>(cached.size());
+    seq->num_computed = static_cast<int32_t>(cached.size()) * kv_->block_size();
+  }
+  if (kv_->prefix_caching()) {  // waiting sequences always start from scratch
+    prefix_cache_queries_ += seq->num_tokens();
+    prefix_cache_hits_ += seq->num_computed;
+  }
+  if (seq->cached_tokens < 0) seq->cached_tokens = seq->num_computed;
+  ReserveBlocks(seq, seq->num_computed + n, &out->copies);
+  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(index));
+  seq->status = SeqStatus::kRunning;
+  --tenant.num_waiting;
+  ++tenant.num_running;
+  running_.push_back(seq);
+  out->chunks.push_back({seq, n});
+  out->num_tokens += n;
+  *budget -= n;
+  policy_->OnScheduled(*seq, n);
+}
+
+void Scheduler::AddFork(Sequence* parent, Sequence* child) {
+  kv_->Fork(parent->id, child->id);
+  child->tenant_index = parent->tenant_index;
+  child->num_computed = parent->num_computed;
+  child->status = SeqStatus::kRunning;
+  TenantState& tenant = tenants_[child->tenant_index];
+  ++tenant.num_running;
+  tenant.num_blocks_held += static_cast<int32_t>(kv_->BlockTable(child->id).size());
+  running_.push_back(child);
 }
 
 void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
@@ -246,6 +295,11 @@ void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
 
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
+  // A copy into one of its blocks (copy on write this step) is moot: the block goes back.
+  const std::vector<int32_t>& table = kv_->BlockTable(seq->id);
+  std::erase_if(out->copies, [&](const BlockCopy& c) {
+    return std::find(table.begin(), table.end(), c.dst) != table.end();
+  });
   FreeBlocks(seq);
   TenantState& tenant = tenants_[seq->tenant_index];
   --tenant.num_running;
@@ -260,8 +314,15 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
 
 void Scheduler::OnStepDone(const SchedulerOutput& output) {
   for (const ScheduledChunk& c : output.chunks) {
-    c.seq->num_computed += c.num_tokens;
-    tenants_[c.seq->tenant_index].served_tokens += c.num_tokens;
+    Sequence* seq = c.seq;
+    seq->num_computed += c.num_tokens;
+    tenants_[seq->tenant_index].served_tokens += c.num_tokens;
+    if (kv_->prefix_caching()) {
+      // Blocks it just filled become reusable by later sequences.
+      const int32_t full = seq->num_computed / kv_->block_size();
+      kv_->HashBlocks(seq->cache_root, seq->tokens, full, &seq->block_hashes);
+      kv_->CacheFullBlocks(seq->id, seq->block_hashes, seq->num_computed);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/scheduling_policy.h"
 #include "engine/sequence.h"
@@ -40,6 +41,7 @@ struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   int32_t num_tokens = 0;
   std::vector<Sequence*> preempted;  // preempted during this Schedule() call
+  std::vector<BlockCopy> copies;     // block copies to run before the chunks (copy on write)
 
   bool empty() const { return chunks.empty(); }
 };
@@ -51,12 +53,17 @@ class Scheduler {
   // Queues a new sequence at the back of the waiting queue under the tenant its request
   // names (a name absent from the table gets default terms).
   void Add(Sequence* seq);
-  // Picks this step's work, allocating blocks and preempting when blocks run out.
+  // Picks this step's work, allocating blocks and preempting when blocks run out. A
+  // sequence admitted with num_computed == 0 first takes the longest run of its full
+  // blocks found in the prefix cache (never its last token: that one yields the logits).
   SchedulerOutput Schedule();
   // Records that the chunks of `output` ran: advances each sequence's computed count.
   void OnStepDone(const SchedulerOutput& output);
   // Removes `seq` (waiting or running) and frees its blocks; marks it finished.
   void Remove(Sequence* seq);
+  // Runs `child`, forked from running `parent` after the step that computed its prompt:
+  // it shares parent's blocks and computed count (parallel samples).
+  void AddFork(Sequence* parent, Sequence* child);
   // Replaces the tenant table; precondition: valid (unique names, weights > 0, limits >= 0;
   // Engine::SetTenants checks). Sequences in flight keep running, re-resolved by name.
   void SetTenants(const std::vector<TenantConfig>& tenants);
@@ -71,13 +78,22 @@ class Scheduler {
   int32_t FindTenant(const std::string& name) const;
   const SchedulingPolicy& policy() const { return *policy_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Prefix cache lookups at admission: tokens looked up and tokens found, ever.
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
   // Index of tenant `name`, appending it with default terms when unknown.
   int32_t ResolveTenant(const std::string& name);
-  // Grows `seq`'s blocks to hold `num_tokens` tokens, charging its tenant; false if short.
-  bool ReserveBlocks(Sequence* seq, int32_t num_tokens);
+  // Grows `seq`'s blocks to hold `num_tokens` tokens (copying a shared block it is about
+  // to write into `copies`), charging its tenant; false if short.
+  bool ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies);
+  // Blocks running `seq` lacks to compute `n` more tokens (a copy on write included).
+  int32_t BlocksToRun(const Sequence* seq, int32_t n) const;
+  // Admits waiting `seq`: its cached prefix (if any), then blocks for `n` tokens.
+  void Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
+             SchedulerOutput* out, int32_t* budget);
   // Frees every block of `seq`, crediting its tenant.
   void FreeBlocks(Sequence* seq);
   // Free blocks tenant `tenant` may take: free minus the unused floors of the others.
@@ -110,6 +126,8 @@ class Scheduler {
   std::vector<TenantState> tenants_;
   absl::flat_hash_map<std::string, int32_t> tenant_by_name_;
   int64_t num_preemptions_ = 0;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
 };
 
 }  // namespace pagoda::engine

@@ -10,12 +10,20 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/prefix_hash.h"
 #include "engine/request.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::engine {
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+// Sequence ids: the request's handle times 32 plus the sample index (n <= 16), so ids grow
+// in arrival order and a request's samples are neighbours.
+inline SeqId SampleSeqId(uint64_t handle, int32_t index) {
+  return (handle << 5) | static_cast<uint64_t>(index);
+}
+inline uint64_t RequestOfSeq(SeqId id) { return id >> 5; }
 
 struct Sequence {
   SeqId id = 0;               // engine-assigned, increasing in arrival order
@@ -29,6 +37,17 @@ struct Sequence {
   int32_t num_preemptions = 0;
   uint64_t seed = 0;
   int32_t tenant_index = 0;  // into Scheduler::tenants(); set by Scheduler::Add
+
+  // Prefix cache: the chain's root (salted with tenant and model) and the hashes of the
+  // leading full blocks of `tokens`, computed as needed (they never change: tokens only grow).
+  BlockHash cache_root;
+  std::vector<BlockHash> block_hashes;
+  int32_t cached_tokens = -1;  // prompt tokens found cached at the first admission; -1 before
+
+  // Parallel sampling: which of the request's samples this is, and (sample 0 only, until
+  // its prompt is computed) how many more samples fork from it then.
+  int32_t sample_index = 0;
+  int32_t pending_forks = 0;
 
   // Output stream state.
   std::unique_ptr<model::IncrementalDetokenizer> detokenizer;

@@ -130,7 +130,9 @@ void GenerateReactor::Begin(const grpc::ByteBuffer* request) {
 }
 
 void GenerateReactor::Enqueue(v1::GenerateResponse response, bool mergeable) {
-  if (writing_ && !queue_.empty() && queue_.back().mergeable) {
+  // Only chunks of the same sample merge (n > 1 interleaves samples).
+  if (writing_ && !queue_.empty() && queue_.back().mergeable &&
+      queue_.back().response.index() == response.index()) {
     Merge(response, &queue_.back().response);
     return;
   }

@@ -135,6 +135,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   info->set_eos_token_id(m.eos_token_id);
   info->mutable_eog_token_ids()->Add(m.eog_token_ids.begin(), m.eog_token_ids.end());
   info->set_kv_cache_dtype(m.kv_cache_dtype);
+  info->set_prefix_caching(m.prefix_caching);
   info->set_backend(m.backend);
   info->set_block_size(engine_->config().block_size);
   info->set_num_blocks(stats.num_blocks);

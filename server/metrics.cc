@@ -162,6 +162,14 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
                &out);
   AppendScalar("pagoda:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
                "counter", static_cast<double>(s.num_preemptions), &out);
+  AppendScalar("pagoda:prefix_cache_queries_total",
+               "Tokens looked up in the prefix cache when requests were admitted.", "counter",
+               static_cast<double>(s.prefix_cache_queries), &out);
+  AppendScalar("pagoda:prefix_cache_hits_total",
+               "Tokens found in the prefix cache when requests were admitted.", "counter",
+               static_cast<double>(s.prefix_cache_hits), &out);
+  AppendScalar("pagoda:prefix_cache_evictions_total", "Cached KV blocks evicted to make room.",
+               "counter", static_cast<double>(s.prefix_cache_evictions), &out);
   AppendScalar("pagoda:engine_steps_total", "Engine steps run.", "counter",
                static_cast<double>(s.num_steps), &out);
   AppendScalar("pagoda:engine_requests_submitted_total",

@@ -27,6 +27,7 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   r.ignore_eos = raw.ignore_eos();
   r.parse_special = !raw.has_parse_special() || raw.parse_special();
   r.priority = raw.priority();
+  if (raw.has_n()) r.n = raw.n();
   return r;
 }
 
@@ -43,6 +44,7 @@ absl::StatusOr<engine::GenerationRequest> ParseGenerateRequest(const grpc::ByteB
 }
 
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response) {
+  response->set_index(output.index);
   for (int32_t id : output.token_ids) response->add_token_ids(id);
   response->set_text(output.text);
   for (const engine::TokenLogprob& lp : output.logprobs) {
@@ -55,8 +57,9 @@ void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* re
       t->set_logprob(l);
     }
   }
-  if (!output.finished()) return;
+  if (!output.sample_finished()) return;
   response->set_finish_reason(engine::FinishReasonName(output.finish_reason));
+  if (!output.finished()) return;
   v1::Usage* u = response->mutable_usage();
   u->set_prompt_tokens(output.usage.prompt_tokens);
   u->set_completion_tokens(output.usage.completion_tokens);

@@ -24,7 +24,8 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
 absl::StatusOr<engine::GenerationRequest> ParseGenerateRequest(const grpc::ByteBuffer& request,
                                                                std::string* request_id);
 
-// Fills `response` (request id aside) from one engine delivery.
+// Fills `response` (request id aside) from one engine delivery: its sample's index, the
+// sample's finish reason on its last delivery, the usage on the request's last.
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response);
 
 // The gRPC status carrying the same code and message (and a RetryInfo detail on

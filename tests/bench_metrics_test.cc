@@ -137,6 +137,20 @@ std::vector<RequestRecord> ThreeRecords() {
   };
 }
 
+TEST(ComputeResultTest, PrefixCacheHitRateIsCachedOverPromptTokensOfCompletedRequests) {
+  std::vector<RequestRecord> records = ThreeRecords();
+  records[0].cached_tokens = 4;
+  records[1].cached_tokens = 2;
+  records[2].cached_tokens = 8;  // failed: not counted
+  const BenchmarkResult r = ComputeResult(records, 2.0, GoodputSlo());
+  EXPECT_EQ(r.total_cached, 6);
+  EXPECT_DOUBLE_EQ(r.prefix_cache_hit_rate, 6.0 / 16.0);
+  const nlohmann::json j = ResultToJson(r, RunInfo());
+  EXPECT_EQ(j.at("total_cached_tokens"), 6);
+  EXPECT_DOUBLE_EQ(j.at("prefix_cache_hit_rate").get<double>(), 0.375);
+  EXPECT_EQ(ComputeResult({}, 1.0, GoodputSlo()).prefix_cache_hit_rate, 0);
+}
+
 TEST(ComputeResultTest, TotalsThroughputsAndErrorsByCode) {
   std::vector<RequestRecord> records = ThreeRecords();
   records[2].error = "connection refused";

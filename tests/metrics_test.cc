@@ -42,6 +42,9 @@ engine::EngineStats Stats() {
   s.num_preemptions = 2;
   s.num_steps = 12345678901;
   s.num_submitted = 11;
+  s.prefix_cache_queries = 2000;
+  s.prefix_cache_hits = 1500;
+  s.prefix_cache_evictions = 3;
   s.tenants = {
       {.name = "", .num_running = 1, .num_waiting = 0, .num_blocks_held = 5, .served_tokens = 40},
       {.name = "team-a",
@@ -63,6 +66,9 @@ TEST(MetricsExpositionTest, EveryFamilyIsDeclaredOnceInOrder) {
                 "pagoda:kv_cache_total_blocks gauge",
                 "pagoda:kv_cache_free_blocks gauge",
                 "pagoda:num_preemptions_total counter",
+                "pagoda:prefix_cache_queries_total counter",
+                "pagoda:prefix_cache_hits_total counter",
+                "pagoda:prefix_cache_evictions_total counter",
                 "pagoda:engine_steps_total counter",
                 "pagoda:engine_requests_submitted_total counter",
                 "pagoda:tenant_num_requests_running gauge",
@@ -96,6 +102,12 @@ TEST(MetricsExpositionTest, EngineGaugesAreUnlabeledAndTenantGaugesLabeled) {
             (std::vector<std::string>{"pagoda:engine_steps_total 12345678901"}));
   EXPECT_EQ(Samples(text, "pagoda:engine_requests_submitted_total"),
             (std::vector<std::string>{"pagoda:engine_requests_submitted_total 11"}));
+  EXPECT_EQ(Samples(text, "pagoda:prefix_cache_queries_total"),
+            (std::vector<std::string>{"pagoda:prefix_cache_queries_total 2000"}));
+  EXPECT_EQ(Samples(text, "pagoda:prefix_cache_hits_total"),
+            (std::vector<std::string>{"pagoda:prefix_cache_hits_total 1500"}));
+  EXPECT_EQ(Samples(text, "pagoda:prefix_cache_evictions_total"),
+            (std::vector<std::string>{"pagoda:prefix_cache_evictions_total 3"}));
   EXPECT_EQ(Samples(text, "pagoda:tenant_num_requests_waiting"),
             (std::vector<std::string>{"pagoda:tenant_num_requests_waiting{tenant=\"anonymous\"} 0",
                                       "pagoda:tenant_num_requests_waiting{tenant=\"team-a\"} 7"}));

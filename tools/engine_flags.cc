@@ -55,6 +55,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "sheddable tenants' requests are refused while this many requests wait; "
                   "0 = --max-seqs")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--enable-prefix-caching", f->enable_prefix_caching,
+                "reuse the KV cache of full blocks an earlier request of the same tenant "
+                "computed (automatic prefix caching; default on; "
+                "--enable-prefix-caching=false turns it off)");
   cmd->add_option("--kv-cache", f->kv_cache,
                   "on, or off to recompute every sequence from scratch at every step (the "
                   "baseline the KV cache removes)")
@@ -76,6 +80,7 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   }
   c.kv_cache = f.kv_cache == "on";
   c.kv_cache_dtype = f.kv_cache_dtype;
+  c.enable_prefix_caching = f.enable_prefix_caching;
   c.shed_waiting_requests = f.shed_waiting_requests;
   if (f.scheduling_policy == "auto") {
     c.policy = engine::PolicyKind::kAuto;

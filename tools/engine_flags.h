@@ -23,6 +23,7 @@ struct EngineFlags {
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
   std::string kv_cache = "on";
+  bool enable_prefix_caching = true;
   std::string kv_cache_dtype = "auto";
   std::string scheduling_policy = "auto";  // auto, fcfs or fair
   int32_t shed_waiting_requests = 0;
