@@ -63,6 +63,26 @@ TEST(EngineParallelSamplingTest, SamplesEqualSeparateRequestsSeededSeedPlusIndex
   }
 }
 
+// A copy on write of an int8 block must carry its K parameters and V scales: the samples
+// then still equal separate requests.
+TEST(EngineParallelSamplingTest, Int8CacheCopiesCarryTheirParameters) {
+  auto engine = testing::StoriesEngine({.block_size = 4, .kv_cache_dtype = "int8"});
+  auto separate = testing::StoriesEngine(
+      {.block_size = 4, .enable_prefix_caching = false, .kv_cache_dtype = "int8"});
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NE(separate, nullptr);
+  const std::vector<int32_t> prompt =
+      engine->tokenizer().Encode("Once upon a time, there was a little dog named", true);
+  ASSERT_NE(prompt.size() % 4, 0u);
+  const CollectedOutput together = testing::RunOne(*engine, Sampled(prompt, 99, 3, 30));
+  ASSERT_EQ(together.samples.size(), 3u);
+  for (int32_t i = 0; i < 3; ++i) {
+    const CollectedOutput alone = testing::RunOne(*separate, Sampled(prompt, 99 + i, 1, 30));
+    EXPECT_EQ(together.samples[i].token_ids, alone.token_ids) << "sample " << i;
+  }
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
 TEST(EngineParallelSamplingTest, EachSampleHasItsOwnStopStateAndFinishReason) {
   auto engine = testing::StoriesEngine();
   ASSERT_NE(engine, nullptr);
