@@ -261,6 +261,10 @@ TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_EQ(Metric("pagoda:request_cancelled_total"), 1);
+  // The engine thread counts the abort after it frees the blocks: wait for it too.
+  while (engine_->Stats().num_aborted < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
 }
 
