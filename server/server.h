@@ -39,6 +39,9 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // A Generate stream whose client leaves more output than this unread (queued or in
+  // flight) is aborted with RESOURCE_EXHAUSTED naming the limit; 0 = no limit.
+  int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
 };
 
 class Server {
