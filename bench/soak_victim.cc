@@ -72,6 +72,65 @@ v1::GenerateRequest WorstRequest(const VictimOptions& o, const v1::ModelInfo& in
   return r;
 }
 
+// `options.attackers` threads, each on its own connection, sending WorstRequest in a loop
+// until Stop (which cancels the calls in flight).
+class Attackers {
+ public:
+  Attackers(const VictimOptions& options, const v1::ModelInfo& info) {
+    for (int a = 0; a < options.attackers; ++a) {
+      threads_.emplace_back([this, options, info, a] { Loop(options, info, a); });
+    }
+  }
+  ~Attackers() { Stop(); }
+
+  void Stop() {
+    stop_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (grpc::ClientContext* c : live_) c->TryCancel();
+    }
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+  int tokens() const { return tokens_; }
+  int errors() const { return errors_; }
+
+ private:
+  void Loop(const VictimOptions& o, const v1::ModelInfo& info, int a) {
+    grpc::ChannelArguments args;
+    args.SetInt("pagoda.soak.attacker", a);
+    auto stub = v1::Generation::NewStub(
+        grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args));
+    std::mt19937_64 rng(o.seed + a);
+    while (!stop_) {
+      grpc::ClientContext context;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+        live_.push_back(&context);
+      }
+      auto reader = stub->Generate(&context, WorstRequest(o, info, rng));
+      v1::GenerateResponse response;
+      while (reader->Read(&response)) tokens_ += response.token_ids_size();
+      const grpc::Status s = reader->Finish();
+      if (!s.ok() && !stop_) {
+        ++errors_;
+        std::fprintf(stderr, "attacker: %s %s\n", StatusCodeName(s.error_code()).c_str(),
+                     s.error_message().c_str());
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(std::find(live_.begin(), live_.end(), &context));
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> tokens_{0};
+  std::atomic<int> errors_{0};
+  std::mutex mu_;
+  std::vector<grpc::ClientContext*> live_;  // calls in flight, to cancel
+  std::vector<std::thread> threads_;
+};
+
 struct Summary2 {
   double p50_ttft = 0, max_ttft = 0, p50_e2e = 0, max_e2e = 0;
 };
@@ -116,57 +175,17 @@ absl::Status RunVictim(const VictimOptions& o) {
     if (!l.ok()) return l.status();
     alone.push_back(*l);
   }
-  std::atomic<bool> stop{false};
-  std::atomic<int> attacker_tokens{0};
-  std::atomic<int> attacker_errors{0};
-  std::mutex mu;
-  std::vector<grpc::ClientContext*> live;  // the attackers' calls in flight, to cancel
-  std::vector<std::thread> attackers;
-  for (int a = 0; a < o.attackers; ++a) {
-    attackers.emplace_back([&, a] {
-      grpc::ChannelArguments args;
-      args.SetInt("pagoda.soak.attacker", a);
-      auto own = v1::Generation::NewStub(
-          grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args));
-      std::mt19937_64 rng(o.seed + a);
-      while (!stop) {
-        grpc::ClientContext context;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          live.push_back(&context);
-        }
-        auto reader = own->Generate(&context, WorstRequest(o, info, rng));
-        v1::GenerateResponse response;
-        while (reader->Read(&response)) attacker_tokens += response.token_ids_size();
-        const grpc::Status s = reader->Finish();
-        if (!s.ok() && !stop) {
-          ++attacker_errors;
-          std::fprintf(stderr, "attacker: %s %s\n", StatusCodeName(s.error_code()).c_str(),
-                       s.error_message().c_str());
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        live.erase(std::find(live.begin(), live.end(), &context));
-      }
-    });
-  }
+  Attackers attackers(o, info);
   // Measure once every attacker is generating.
-  while (attacker_tokens < o.attackers && attacker_errors == 0) {
+  while (attackers.tokens() < o.attackers && attackers.errors() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int i = 0; i < o.repeats; ++i) {
     absl::StatusOr<Latency> l = RunVictimOnce(stub.get(), o.victim_tokens);
-    if (!l.ok()) {
-      stop = true;
-      break;
-    }
+    if (!l.ok()) break;
     attacked.push_back(*l);
   }
-  stop = true;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (grpc::ClientContext* c : live) c->TryCancel();
-  }
-  for (std::thread& t : attackers) t.join();
+  attackers.Stop();
   const Summary2 a = Summarize(alone), b = Summarize(attacked);
   std::printf(
       "victim: %d greedy tokens, %d runs each; %d attackers: %d-token prompts, %d x "
@@ -178,8 +197,8 @@ absl::Status RunVictim(const VictimOptions& o) {
   Print("under attack", b);
   if (a.p50_e2e > 0) std::printf("e2e p50 ratio: %.2fx\n", b.p50_e2e / a.p50_e2e);
   if (attacked.size() != alone.size()) return absl::InternalError("a victim request failed");
-  if (attacker_errors > 0) {
-    return absl::InternalError(absl::StrCat(attacker_errors.load(), " attacker requests failed"));
+  if (attackers.errors() > 0) {
+    return absl::InternalError(absl::StrCat(attackers.errors(), " attacker requests failed"));
   }
   return absl::OkStatus();
 }
