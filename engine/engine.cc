@@ -258,13 +258,16 @@ const TenantConfig* Engine::FindTenant(const std::string& tenant) const {
 // beyond the run slots free for it after the last step (min of its max_running_requests
 // headroom and the engine's max_seqs headroom): a request that the next step would admit
 // at once is not queued. KV blocks are not looked at.
+// The global max_queued_requests counts the same way over the engine's max_seqs: a burst
+// that fits in the free run slots is admitted whole.
 absl::Status Engine::CheckAdmission(const std::string& tenant, KvLimit* limit) const {
   if (stop_) return absl::UnavailableError("engine is stopped");
   const int64_t waiting = static_cast<int64_t>(intake_.size()) + core_waiting_;
-  if (config_.max_queued_requests > 0 && waiting >= config_.max_queued_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue full: ", waiting,
-        " requests waiting (max_queued_requests = ", config_.max_queued_requests, ")"));
+  const int64_t free_slots = std::max<int64_t>(int64_t{config_.max_seqs} - stats_.num_running, 0);
+  if (config_.max_queued_requests > 0 && waiting - free_slots >= config_.max_queued_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue full: ", waiting - free_slots, " requests waiting beyond ", free_slots,
+                     " free run slots (max_queued_requests = ", config_.max_queued_requests, ")"));
   }
   const TenantConfig* t = FindTenant(tenant);
   const std::string who = absl::StrCat("tenant \"", tenant, "\"");

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "engine/engine_client.h"
 #include "engine/request.h"
 #include "engine/tenant.h"
 
@@ -123,17 +124,9 @@ struct ModelInfo {
   bool prefix_caching = false;  // automatic prefix caching is on
 };
 
-using RequestHandle = uint64_t;
-
-struct SubmitResult {
-  RequestHandle handle = 0;
-  std::string request_id;
-  int32_t prompt_tokens = 0;
-};
-
 class ChatPrompt;
 
-class Engine {
+class Engine final : public EngineClient {
  public:
   // Loads the model and tokenizer from `file` onto `backend` and sizes the KV cache.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
@@ -150,7 +143,8 @@ class Engine {
   // InvalidArgument names the offending field; ResourceExhausted names the limit hit (the
   // global queue, the tenant's max_queued_requests, shedding of a sheddable tenant, or KV
   // cache it can never get), checked before tokenizing; Unavailable once stopped.
-  absl::StatusOr<SubmitResult> Submit(GenerationRequest request, std::shared_ptr<OutputSink> sink);
+  absl::StatusOr<SubmitResult> Submit(GenerationRequest request,
+                                      std::shared_ptr<OutputSink> sink) override;
   // Replaces the tenant table (weights, classes, limits, KV caps and floors); applies from
   // the next step, requests in flight keep running. InvalidArgument names a bad entry
   // (duplicate name, weight <= 0, negative limit, floors above the pool). Requests naming a
@@ -158,7 +152,7 @@ class Engine {
   absl::Status SetTenants(std::vector<TenantConfig> tenants);
   // Aborts a request: within one step its blocks are free and its sink gets finish
   // reason kAbort. Unknown or finished handles are ignored.
-  void Abort(RequestHandle handle);
+  void Abort(RequestHandle handle) override;
   // Holds the engine thread before its next step (a step in progress finishes) until
   // Resume(); requests submitted meanwhile enter together. For benchmarks and tests that
   // need a batch to arrive in one step.

@@ -80,7 +80,9 @@ size_t FairSharePolicy::PickNextWaiting(const std::deque<Sequence*>& waiting,
       best_entry = &e;
     }
   }
-  return best;
+  // Within the tenant, its requests' priorities decide.
+  return best == waiting.size() ? best
+                                : FirstOfTenantByPriority(waiting, waiting[best]->tenant_index);
 }
 
 Sequence* FairSharePolicy::PickVictim(const std::vector<Sequence*>& candidates) {
@@ -93,14 +95,13 @@ Sequence* FairSharePolicy::PickVictim(const std::vector<Sequence*>& candidates) 
       worse = e.priority > v.priority;
     } else if (e.counter != v.counter) {  // equal within a tenant
       worse = e.counter > v.counter;
-    } else if (s->priority() != victim->priority()) {
-      worse = s->priority() > victim->priority();
     } else {
-      worse = s->id > victim->id;
+      worse = s->id > victim->id;  // request priorities never decide between tenants
     }
     if (worse) victim = s;
   }
-  return victim;
+  // Within the tenant, its requests' priorities decide.
+  return VictimOfTenantByPriority(candidates, victim->tenant_index);
 }
 
 double FairSharePolicy::counter(int32_t tenant) const {

@@ -11,10 +11,11 @@
 //
 // Admission: critical before standard before sheddable; within a class the backlogged
 // tenant with the lowest counter (ties: the one whose next sequence is earlier in the
-// queue); within a tenant queue order (preempted sequences first).
+// queue); within a tenant the lowest request priority value (ties: queue order, preempted
+// sequences first).
 // Victim: sheddable before standard before critical; within a class the tenant with the
-// highest counter (furthest over its share); then (within a tenant, or between tenants
-// with equal counters) the lowest request priority, then the newest sequence.
+// highest counter (furthest over its share; ties: the newest sequence's); within that
+// tenant the highest request priority value, then the newest sequence.
 #pragma once
 
 #include <array>

@@ -101,14 +101,6 @@ std::vector<Sequence*> Scheduler::VictimCandidates(const Sequence* requester) co
   return candidates;
 }
 
-Sequence* Scheduler::NewestOfTenant(int32_t tenant) const {
-  Sequence* newest = nullptr;
-  for (Sequence* s : running_) {
-    if (s->tenant_index == tenant && (newest == nullptr || s->id > newest->id)) newest = s;
-  }
-  return newest;
-}
-
 void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
   size_t i = 0;
   while (i < running_.size() && *budget > 0) {
@@ -133,9 +125,10 @@ bool Scheduler::MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* o
                          int32_t* budget) {
   const TenantState& tenant = tenants_[seq->tenant_index];
   const int32_t cap = tenant.config.kv_cache_cap_blocks;
-  // Over its cap, a tenant makes room from its own newest sequences only.
+  // Over its cap, a tenant makes room from its own sequences only (lowest priority first,
+  // then the newest).
   while (cap > 0 && tenant.num_blocks_held + BlocksToRun(seq, n) > cap) {
-    Sequence* victim = NewestOfTenant(seq->tenant_index);
+    Sequence* victim = VictimOfTenantByPriority(running_, seq->tenant_index);
     PreemptRunning(victim, i, out, budget);
     if (victim == seq) return false;
   }
@@ -276,10 +269,7 @@ void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
       }
     }
     if (giver < 0) return;
-    Sequence* victim = nullptr;
-    for (Sequence* s : VictimCandidates(nullptr)) {
-      if (s->tenant_index == giver && (victim == nullptr || s->id > victim->id)) victim = s;
-    }
+    Sequence* victim = VictimOfTenantByPriority(VictimCandidates(nullptr), giver);
     if (victim == nullptr) return;
     const int32_t need = kv_->BlocksNeeded(next->id, next->num_computed + ChunkSize(next, *budget));
     const auto freed = static_cast<int32_t>(kv_->BlockTable(victim->id).size());

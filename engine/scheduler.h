@@ -100,8 +100,6 @@ class Scheduler {
   int32_t AvailableBlocks(int32_t tenant) const;
   // Running sequences that may be preempted for `requester` (itself always may).
   std::vector<Sequence*> VictimCandidates(const Sequence* requester) const;
-  // The newest running sequence of tenant `tenant` (precondition: it has one).
-  Sequence* NewestOfTenant(int32_t tenant) const;
   // Preempts enough for running `seq` to take `n` more tokens' blocks, within its cap and
   // the pool; false when `seq` itself was preempted. `*i` follows running_[*i] == seq.
   bool MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out, int32_t* budget);

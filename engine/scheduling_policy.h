@@ -41,9 +41,20 @@ class SchedulingPolicy {
 // True when `blocked` marks `seq`'s tenant.
 bool IsBlocked(const Sequence& seq, const std::vector<bool>& blocked);
 
+// A request's `priority` orders only its own tenant's sequences (never across tenants, so
+// no client escapes preemption or jumps another tenant's queue by setting it). Policies
+// pick a tenant, then one of its sequences with these two.
+// Index into `waiting` of tenant `tenant`'s sequence of lowest priority value (the earliest
+// among equals); waiting.size() when it has none.
+size_t FirstOfTenantByPriority(const std::deque<Sequence*>& waiting, int32_t tenant);
+// Tenant `tenant`'s sequence among `candidates` of highest priority value (the newest among
+// equals); null when it has none.
+Sequence* VictimOfTenantByPriority(const std::vector<Sequence*>& candidates, int32_t tenant);
+
 // Arrival order (preempted sequences, requeued at the front, come back first), tenants
-// ignored except for the blocked ones; the victim is the one of lowest priority (highest
-// value), newest first among equals.
+// ignored except for the blocked ones: the tenant of the first unblocked sequence admits
+// its sequence of lowest priority value. The victim's tenant is the newest candidate's;
+// among its sequences, the one of lowest priority (highest value), newest among equals.
 class FcfsPolicy final : public SchedulingPolicy {
  public:
   size_t PickNextWaiting(const std::deque<Sequence*>& waiting,

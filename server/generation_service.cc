@@ -21,8 +21,13 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
 }  // namespace
 
 GenerationService::GenerationService(engine::Engine* engine, ServerMetrics* metrics,
-                                     std::string model_name, const TenantRegistry* tenants)
-    : engine_(engine), metrics_(metrics), model_name_(std::move(model_name)), tenants_(tenants) {}
+                                     std::string model_name, const TenantRegistry* tenants,
+                                     int64_t max_unsent_bytes_per_stream)
+    : engine_(engine),
+      metrics_(metrics),
+      model_name_(std::move(model_name)),
+      tenants_(tenants),
+      max_unsent_bytes_per_stream_(max_unsent_bytes_per_stream) {}
 
 // Every method authenticates at its top, before any other work (docs/ARCHITECTURE.md says
 // why here rather than in an AuthMetadataProcessor or an interceptor).
@@ -41,7 +46,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
                                 {.engine = engine_,
                                  .metrics = metrics_,
                                  .active_streams = &active_streams_,
-                                 .drain = &drain_},
+                                 .drain = &drain_,
+                                 .max_unsent_bytes = max_unsent_bytes_per_stream_},
                                 Authenticate(context));
 }
 

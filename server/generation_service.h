@@ -21,9 +21,12 @@ class GenerationService final : public v1::Generation::WithRawCallbackMethod_Gen
                                             v1::Generation::WithRawCallbackMethod_Tokenize<
                                                 v1::Generation::CallbackService>>>> {
  public:
-  // Serves `engine` to the callers `tenants` authenticates (both must outlive it).
+  // Serves `engine` to the callers `tenants` authenticates (both must outlive it); a
+  // Generate stream whose client leaves more than `max_unsent_bytes_per_stream` unread
+  // (0 = no limit) is aborted with RESOURCE_EXHAUSTED.
   GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,
-                    const TenantRegistry* tenants);
+                    const TenantRegistry* tenants,
+                    int64_t max_unsent_bytes_per_stream = kDefaultMaxUnsentBytesPerStream);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -62,6 +65,7 @@ class GenerationService final : public v1::Generation::WithRawCallbackMethod_Gen
   ServerMetrics* metrics_;
   std::string model_name_;
   const TenantRegistry* tenants_;
+  int64_t max_unsent_bytes_per_stream_;
   std::atomic<int64_t> active_streams_{0};
   std::atomic<int64_t> generate_calls_{0};
   DrainCounter drain_;

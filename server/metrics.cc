@@ -120,6 +120,11 @@ void ServerMetrics::AppendTenantFamilies(std::string* out) const {
       "pagoda:request_cancelled_total",
       "Requests aborted because the client cancelled, disconnected or hit its deadline.", tenants,
       [](const TenantMetrics& m) -> auto& { return m.requests_cancelled; }, out);
+  AppendTenantCounter(
+      "pagoda:request_unsent_limit_total",
+      "Requests aborted (RESOURCE_EXHAUSTED) because the client left more than "
+      "--max-unsent-bytes-per-stream of output unread.",
+      tenants, [](const TenantMetrics& m) -> auto& { return m.requests_unsent_limit; }, out);
   AppendTenantLabeledCounter(
       "pagoda:request_success_total", "Requests finished, by finish reason.", "finished_reason",
       tenants, [](const TenantMetrics& m) -> auto& { return m.request_success; }, out);

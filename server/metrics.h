@@ -49,8 +49,10 @@ struct TenantMetrics {
   std::atomic<int64_t> prompt_tokens{0};
   std::atomic<int64_t> generation_tokens{0};
   std::atomic<int64_t> requests_cancelled{0};  // client cancel, disconnect or deadline
-  LabeledCounter request_success;              // by finish reason
-  LabeledCounter request_failure;              // rejected or failed, by gRPC code name
+  // Aborted because the client left more than max_unsent_bytes_per_stream unread.
+  std::atomic<int64_t> requests_unsent_limit{0};
+  LabeledCounter request_success;  // by finish reason
+  LabeledCounter request_failure;  // rejected or failed, by gRPC code name
 };
 
 struct ServerMetrics {

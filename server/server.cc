@@ -69,8 +69,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (absl::Status s = engine->SetTenants(server->tenants_->EngineTenants()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("tenants: ", s.message()));
   }
-  server->service_ = std::make_unique<GenerationService>(
-      engine, server->metrics_.get(), options.model_name, server->tenants_.get());
+  server->service_ = std::make_unique<GenerationService>(engine, server->metrics_.get(),
+                                                         options.model_name, server->tenants_.get(),
+                                                         options.max_unsent_bytes_per_stream);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

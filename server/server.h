@@ -45,6 +45,9 @@ struct ServerOptions {
   // The OpenAI-compatible HTTP door (docs/API.md): -1 = off, 0 = pick a free port.
   int http_port = -1;
   int http_threads = 2;  // its event-loop threads
+  // A Generate stream whose client leaves more output than this unread (queued or in
+  // flight) is aborted with RESOURCE_EXHAUSTED naming the limit; 0 = no limit.
+  int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
 };
 
 class Server {

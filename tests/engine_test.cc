@@ -341,6 +341,31 @@ TEST(EngineTest, FullQueueIsResourceExhausted) {
   EXPECT_TRUE(testing::WaitForIdle(*engine));
 }
 
+// Issue 14, finding 11: requests the next step admits at once are not queued, so a burst
+// that fits in the free run slots plus the queue is accepted whole.
+TEST(EngineTest, QueueLimitCountsOnlyRequestsBeyondTheFreeRunSlots) {
+  auto engine = testing::StoriesEngine({.max_seqs = 4, .max_queued_requests = 2});
+  ASSERT_NE(engine, nullptr);
+  engine->Pause();  // the burst arrives before any step: 4 free slots, nothing running
+  std::vector<std::shared_ptr<engine::CollectingSink>> sinks;
+  std::vector<absl::Status> results;
+  for (int i = 0; i < 7; ++i) {
+    sinks.push_back(std::make_shared<engine::CollectingSink>());
+    results.push_back(engine->Submit(GreedyRequest({1, 403}, 3), sinks.back()).status());
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  EXPECT_EQ(results[6].code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(results[6].message(),
+            "queue full: 2 requests waiting beyond 4 free run slots (max_queued_requests = 2)");
+  engine->Resume();
+  for (size_t i = 0; i < sinks.size(); ++i) {  // a refused request's sink never hears back
+    if (results[i].ok()) {
+      EXPECT_EQ(sinks[i]->Wait().finish_reason, FinishReason::kLength);
+    }
+  }
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
 TEST(EngineTest, KvCacheTooSmallForTheRequestIsRejected) {
   auto engine = testing::StoriesEngine({.block_size = 16, .num_blocks = 2});
   ASSERT_NE(engine, nullptr);

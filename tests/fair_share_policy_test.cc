@@ -47,10 +47,12 @@ class TenantSim {
     scheduler_->SetTenants(tenants);
   }
 
-  Sequence* Add(const std::string& tenant, int32_t prompt_len, int32_t output_len) {
+  Sequence* Add(const std::string& tenant, int32_t prompt_len, int32_t output_len,
+                int32_t priority = 0) {
     auto seq = std::make_unique<Sequence>();
     seq->id = next_id_++;
     seq->request.tenant = tenant;
+    seq->request.priority = priority;
     seq->tokens.assign(prompt_len, 5);
     seq->prompt_len = prompt_len;
     seq->max_total_tokens = prompt_len + output_len;
@@ -462,6 +464,60 @@ TEST(FairSharePolicyTest, TenantBelowItsShareOfRunSlotsTakesOneFromTheTenantAbov
       EXPECT_THAT(sim.victims(), ElementsAre("a4", "a3"));
       EXPECT_THAT(sim.Running(), ElementsAre("a1", "a2", "b1", "b2"));
     }
+    sim.RunToEnd();
+  }
+}
+
+// Issue 14, finding 12: a request's priority orders admission within its tenant (lower
+// first, ties in queue order) and never across tenants: b's -100 does not jump a's queue.
+TEST(FairSharePolicyTest, PriorityOrdersAdmissionWithinATenantOnly) {
+  for (bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "fair share" : "fcfs");
+    TenantSim sim(64, 4, {.max_batched_tokens = 64, .max_seqs = 1},
+                  {Tenant("a", 1), Tenant("b", 1)}, fair);
+    sim.Add("a", 4, 1, /*priority=*/5);
+    sim.Add("a", 4, 1, /*priority=*/0);
+    sim.Add("a", 4, 1, /*priority=*/3);
+    sim.Add("a", 4, 1, /*priority=*/0);
+    sim.Add("b", 4, 1, /*priority=*/-100);
+    sim.RunToEnd();
+    if (fair) {  // a and b alternate by counter; within a, priority then queue order
+      EXPECT_THAT(sim.admissions(), ElementsAre("a2", "b1", "a4", "a3", "a1"));
+    } else {  // a's place in line is its first request's; a fills it by priority
+      EXPECT_THAT(sim.admissions(), ElementsAre("a2", "a4", "a3", "a1", "b1"));
+    }
+  }
+}
+
+// Issue 14, finding 12: b marks its request priority -1000 to never be preempted; the
+// victim is still chosen between tenants as without priorities (the newer b1 here, the
+// counters being equal), and priority only picks among a tenant's own sequences.
+TEST(FairSharePolicyTest, RequestPriorityDoesNotEscapePreemption) {
+  for (bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "fair share" : "fcfs");
+    // 4 blocks of 4 slots: two sequences growing to 12 tokens (3 blocks each) do not fit.
+    TenantSim sim(4, 4, {.max_batched_tokens = 64, .max_seqs = 4}, {Tenant("a", 1), Tenant("b", 1)},
+                  fair);
+    sim.Add("a", 4, 8, /*priority=*/0);
+    sim.Add("b", 4, 8, /*priority=*/-1000);
+    for (int step = 0; step < 100 && sim.victims().empty(); ++step) sim.Step();
+    ASSERT_FALSE(sim.victims().empty());
+    EXPECT_EQ(sim.victims().front(), "b1");
+    sim.RunToEnd();
+  }
+}
+
+// Within one tenant, the request priority picks the victim: a2 (priority 0) outlives the
+// older a1 (priority 7).
+TEST(FairSharePolicyTest, WithinATenantTheHighestPriorityValueIsPreemptedFirst) {
+  for (bool fair : {true, false}) {
+    SCOPED_TRACE(fair ? "fair share" : "fcfs");
+    TenantSim sim(4, 4, {.max_batched_tokens = 64, .max_seqs = 4}, {Tenant("a", 1)}, fair);
+    sim.Add("a", 4, 8, /*priority=*/7);
+    sim.Add("a", 4, 8, /*priority=*/0);
+    for (int step = 0; step < 100 && sim.victims().empty(); ++step) sim.Step();
+    ASSERT_FALSE(sim.victims().empty());
+    EXPECT_EQ(sim.victims().front(), "a1");
     sim.RunToEnd();
   }
 }

@@ -78,6 +78,7 @@ TEST(MetricsExpositionTest, EveryFamilyIsDeclaredOnceInOrder) {
                 "pagoda:prompt_tokens_total counter",
                 "pagoda:generation_tokens_total counter",
                 "pagoda:request_cancelled_total counter",
+                "pagoda:request_unsent_limit_total counter",
                 "pagoda:request_success_total counter",
                 "pagoda:request_failure_total counter",
                 "pagoda:time_to_first_token_seconds histogram",

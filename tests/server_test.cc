@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/generation_client.h"
@@ -81,15 +82,18 @@ class StepGate final : public engine::StepObserver {
 class ServerTest : public ::testing::Test {
  protected:
   void StartServer(engine::EngineConfig config = {},
-                   absl::Duration drain_timeout = absl::Seconds(30)) {
+                   absl::Duration drain_timeout = absl::Seconds(30),
+                   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20) {
     engine_ = testing::StoriesEngine(config);
     ASSERT_NE(engine_, nullptr);
-    auto server = server::Server::Start({.host = "127.0.0.1",
-                                         .port = 0,
-                                         .metrics_port = 0,
-                                         .model_name = "stories260K",
-                                         .drain_timeout = drain_timeout},
-                                        engine_.get());
+    auto server =
+        server::Server::Start({.host = "127.0.0.1",
+                               .port = 0,
+                               .metrics_port = 0,
+                               .model_name = "stories260K",
+                               .drain_timeout = drain_timeout,
+                               .max_unsent_bytes_per_stream = max_unsent_bytes_per_stream},
+                              engine_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     channel_ = *client::MakeChannel({.address = absl::StrCat("127.0.0.1:", server_->port())});
@@ -459,6 +463,47 @@ TEST_F(ServerTest, QueueOverflowIsResourceExhaustedWithoutTouchingRunningStreams
   EXPECT_EQ(running.finish_reason, "length");
   for (const Streamed& q : queued) EXPECT_TRUE(q.status.ok()) << q.status.error_message();
   EXPECT_TRUE(WaitAllBlocksFree());
+}
+
+// Issue 14, finding 6: a client that never reads used to make the server buffer its whole
+// completion. Now the request is aborted once 64 KiB are unsent: the client reads what was
+// sent, then RESOURCE_EXHAUSTED naming the limit; the counter says why; blocks come back.
+// The same request read as it comes is served whole.
+TEST_F(ServerTest, ClientThatDoesNotReadIsAbortedAtTheUnsentCapAndCounted) {
+  StartServer({}, absl::Seconds(30), /*max_unsent_bytes_per_stream=*/65536);
+  // No BDP probing: the client's flow-control window stays at its default instead of
+  // growing to take the whole completion into the client's own buffers.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Generation::NewStub(channel);
+  v1::GenerateRequest r = Greedy("Once upon a time", 1900);
+  r.set_ignore_eos(true);
+  r.set_logprobs(20);  // ~200 bytes a token: ~380 KB in all
+  const Streamed read = Generate(r);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.token_ids.size(), 1900u);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&context, r);
+  const std::string counter = "pagoda:request_unsent_limit_total{tenant=\"anonymous\"}";
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);  // a bound on a hang only
+  while (Metric(counter) < 1 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(Metric(counter), 1);
+  v1::GenerateResponse response;
+  int64_t tokens = 0;
+  while (reader->Read(&response)) tokens += response.token_ids_size();
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_TRUE(absl::StartsWith(status.error_message(), "client is not reading: "))
+      << status.error_message();
+  EXPECT_TRUE(absl::EndsWith(status.error_message(), " exceed 65536 (max_unsent_bytes_per_stream)"))
+      << status.error_message();
+  EXPECT_LT(tokens, 1900);
+  EXPECT_EQ(
+      Metric("pagoda:request_failure_total{tenant=\"anonymous\",code=\"RESOURCE_EXHAUSTED\"}"), 1);
+  EXPECT_TRUE(WaitAllBlocksFree());
+  EXPECT_EQ(engine_->Stats().num_aborted, 1);
 }
 
 TEST_F(ServerTest, TokenizeDetokenizeModelInfoAndHealth) {

@@ -25,6 +25,7 @@ struct ServeFlags {
   int32_t http_port = -1;
   int32_t http_threads = 2;
   int32_t max_queued_requests = 1024;
+  int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(30);
   std::string log_level = "info";
@@ -139,7 +140,8 @@ int RunServe(const ServeFlags& flags) {
                                 .tls_key = flags.tls_key,
                                 .tls_client_ca = flags.tls_client_ca,
                                 .http_port = flags.http_port,
-                                .http_threads = flags.http_threads};
+                                .http_threads = flags.http_threads,
+                                .max_unsent_bytes_per_stream = flags.max_unsent_bytes_per_stream};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
@@ -182,6 +184,11 @@ Command AddServeCommand(CLI::App& app) {
   cmd->add_option("--max-queued-requests", flags->max_queued_requests,
                   "requests waiting to run at most; beyond it new requests get "
                   "RESOURCE_EXHAUSTED; 0 = no limit")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-unsent-bytes-per-stream", flags->max_unsent_bytes_per_stream,
+                  "output bytes a Generate client may leave unread (queued in the server); "
+                  "beyond it the request is aborted with RESOURCE_EXHAUSTED and counted in "
+                  "pagoda:request_unsent_limit_total; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "the model's name in GetModelInfo and metrics; default: the --model file "
