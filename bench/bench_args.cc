@@ -1,8 +1,21 @@
 #include "bench/bench_args.h"
 
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "common/flag_spelling.h"
 
 namespace pagoda::bench {
+
+void SetFlagsUsage(const char* main_file, const char* message) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [main_file](absl::string_view file) {
+    return absl::StrContains(file, main_file);
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(message);
+}
 
 std::vector<std::string> PrepareArgs(int argc, char** argv) {
   std::vector<std::string> args;

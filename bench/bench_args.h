@@ -6,6 +6,10 @@
 
 namespace pagoda::bench {
 
+// --help lists only the flags defined in files whose path contains `main_file` (absl's
+// default matches files named after the binary); `message` is the usage line.
+void SetFlagsUsage(const char* main_file, const char* message);
+
 // argv ready for absl::ParseCommandLine: dashed flag names become underscored
 // (--request-rate -> --request_rate), and vLLM's space-separated goodput list
 // (--goodput ttft:500 tpot:50) becomes one comma-separated value (--goodput=ttft:500,tpot:50).

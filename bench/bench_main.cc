@@ -8,7 +8,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "bench/bench_app.h"
@@ -113,14 +112,8 @@ pagoda::bench::BenchConfig ConfigFromFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this file's flags (absl's default matches files named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/bench_main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
+  pagoda::bench::SetFlagsUsage(
+      "bench/bench_main",
       "load-tests a pagoda daemon: pagoda-bench --server HOST:PORT [--concurrency N | "
       "--request-rate R] [flags]. Flags may be spelled with dashes or underscores.");
   std::vector<std::string> args = pagoda::bench::PrepareArgs(argc, argv);

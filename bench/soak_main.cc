@@ -8,8 +8,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "bench/bench_args.h"
 #include "bench/soak.h"
 #include "common/flag_spelling.h"
 
@@ -34,13 +34,8 @@ ABSL_FLAG(int, stop_strings, 16, "victim: stop strings per attacker request (the
 ABSL_FLAG(int, stop_string_bytes, 256, "victim: bytes per stop string (the limit).");
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "bench/soak_main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
+  pagoda::bench::SetFlagsUsage(
+      "bench/soak_main",
       "soaks a running pagoda daemon: pagoda-soak --server HOST:PORT --metrics HOST:PORT "
       "[--pid PID] [--streams N --duration S] | --mode victim. Flags may use dashes.");
   std::vector<std::string> args;

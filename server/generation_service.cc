@@ -39,28 +39,27 @@ absl::StatusOr<Caller> GenerationService::Authenticate(grpc::CallbackServerConte
   return tenants_->Authenticate(value);
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, RequestParser parse) {
   generate_calls_.fetch_add(1);
   return GenerateReactor::Start(request,
                                 {.engine = engine_,
                                  .metrics = metrics_,
                                  .active_streams = &active_streams_,
                                  .drain = &drain_,
-                                 .max_unsent_bytes = max_unsent_bytes_per_stream_},
+                                 .max_unsent_bytes = max_unsent_bytes_per_stream_,
+                                 .parse = parse},
                                 Authenticate(context));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return StartStream(context, request, ParseGenerateRequest);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Chat(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  generate_calls_.fetch_add(1);
-  return GenerateReactor::Start(request,
-                                {.engine = engine_,
-                                 .metrics = metrics_,
-                                 .active_streams = &active_streams_,
-                                 .drain = &drain_,
-                                 .parse = ParseChatRequest},
-                                Authenticate(context));
+  return StartStream(context, request, ParseChatRequest);
 }
 
 grpc::ServerUnaryReactor* GenerationService::RenderChat(grpc::CallbackServerContext* context,

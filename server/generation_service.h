@@ -22,7 +22,7 @@ class GenerationService final : public v1::Generation::WithRawCallbackMethod_Gen
                                                 v1::Generation::CallbackService>>>> {
  public:
   // Serves `engine` to the callers `tenants` authenticates (both must outlive it); a
-  // Generate stream whose client leaves more than `max_unsent_bytes_per_stream` unread
+  // Generate or Chat stream whose client leaves more than `max_unsent_bytes_per_stream` unread
   // (0 = no limit) is aborted with RESOURCE_EXHAUSTED.
   GenerationService(engine::Engine* engine, ServerMetrics* metrics, std::string model_name,
                     const TenantRegistry* tenants,
@@ -58,6 +58,11 @@ class GenerationService final : public v1::Generation::WithRawCallbackMethod_Gen
   int64_t streams_cut() const { return drain_.cut.load(); }
 
  private:
+  // A Generate or Chat stream for `request`, read by `parse`, with this service's deps.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartStream(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          RequestParser parse);
+
   // The caller the request's `authorization` metadata names (see TenantRegistry).
   absl::StatusOr<Caller> Authenticate(grpc::CallbackServerContext* context) const;
 

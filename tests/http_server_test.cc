@@ -28,6 +28,7 @@
 #include "server/tenant_registry.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
+#include "tests/step_gate.h"
 #include "tests/test_util.h"
 
 namespace pagoda {
@@ -36,22 +37,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// Holds the engine thread at the end of each step while closed.
-class StepGate final : public engine::StepObserver {
- public:
-  void OnStep(const engine::StepTiming&) override {
-    MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; });
-  }
-  void Set(bool open) {
-    MutexLock lock(&mu_);
-    open_ = open;
-  }
-
- private:
-  Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = true;
-};
+using ::pagoda::testing::StepGate;
 
 struct Reply {
   int status = -1;

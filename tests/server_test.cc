@@ -27,6 +27,7 @@
 #include "spdlog/spdlog.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
+#include "tests/step_gate.h"
 #include "tests/test_util.h"
 
 namespace pagoda {
@@ -61,23 +62,7 @@ class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
   std::vector<std::string> lines_;
 };
 
-// Holds the engine thread at the end of each step while closed, so a stream stays in
-// flight for as long as a test needs.
-class StepGate final : public engine::StepObserver {
- public:
-  void OnStep(const engine::StepTiming&) override {
-    MutexLock lock(&mu_);
-    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; });
-  }
-  void Set(bool open) {
-    MutexLock lock(&mu_);
-    open_ = open;
-  }
-
- private:
-  Mutex mu_;
-  bool open_ ABSL_GUARDED_BY(mu_) = true;
-};
+using ::pagoda::testing::StepGate;
 
 class ServerTest : public ::testing::Test {
  protected:
