@@ -1,5 +1,8 @@
 #include "bench/bench_args.h"
 
+#include <cstdio>
+
+#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -34,6 +37,19 @@ std::vector<std::string> PrepareArgs(int argc, char** argv) {
     args.push_back("--goodput=" + value);
   }
   return args;
+}
+
+bool ParseFlags(const char* program, std::vector<std::string>& args) {
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  const std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(args.size()), cargs.data());
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "%s: unexpected argument '%s'\n", program, rest[1]);
+    return false;
+  }
+  return true;
 }
 
 std::vector<std::string> TakeRepeatedFlag(const std::string& name, std::vector<std::string>* args) {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
@@ -118,15 +117,7 @@ int main(int argc, char** argv) {
       "--request-rate R] [flags]. Flags may be spelled with dashes or underscores.");
   std::vector<std::string> args = pagoda::bench::PrepareArgs(argc, argv);
   const std::vector<std::string> tenants = pagoda::bench::TakeRepeatedFlag("tenant", &args);
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  const std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(args.size()), cargs.data());
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "pagoda-bench: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
+  if (!pagoda::bench::ParseFlags("pagoda-bench", args)) return 2;
   pagoda::bench::BenchConfig config = ConfigFromFlags();
   config.tenants = tenants;
   return pagoda::bench::RunBench(config);

@@ -6,12 +6,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "bench/bench_args.h"
 #include "bench/soak.h"
-#include "common/flag_spelling.h"
 
 ABSL_FLAG(std::string, mode, "soak", "soak or victim.");
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "The daemon's gRPC address, host:port.");
@@ -38,17 +36,8 @@ int main(int argc, char** argv) {
       "bench/soak_main",
       "soaks a running pagoda daemon: pagoda-soak --server HOST:PORT --metrics HOST:PORT "
       "[--pid PID] [--streams N --duration S] | --mode victim. Flags may use dashes.");
-  std::vector<std::string> args;
-  for (int i = 0; i < argc; ++i) args.push_back(pagoda::NormalizeFlagSpelling(argv[i]));
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  const std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(args.size()), cargs.data());
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "pagoda-soak: unexpected argument '%s'\n", rest[1]);
-    return 2;
-  }
+  std::vector<std::string> args = pagoda::bench::PrepareArgs(argc, argv);
+  if (!pagoda::bench::ParseFlags("pagoda-soak", args)) return 2;
   absl::Status status;
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "soak") {
