@@ -45,6 +45,10 @@ struct VictimOptions {
   int attack_tokens = 256;      // max_tokens of each attacker request
   int stop_strings = 16;        // the daemon's --max-stop-strings
   int stop_string_bytes = 256;  // the daemon's --max-stop-string-bytes
+  // API keys (sent as `authorization: Bearer KEY`) of the victim and the attackers; with a
+  // --tenants file they are two tenants. Empty = none sent.
+  std::string victim_key;
+  std::string attacker_key;
   uint64_t seed = 1;
 };
 

@@ -30,6 +30,9 @@ ABSL_FLAG(int, attackers, 4, "victim: concurrent attacker streams.");
 ABSL_FLAG(int, attack_tokens, 256, "victim: tokens each attacker generates.");
 ABSL_FLAG(int, stop_strings, 16, "victim: stop strings per attacker request (the limit).");
 ABSL_FLAG(int, stop_string_bytes, 256, "victim: bytes per stop string (the limit).");
+ABSL_FLAG(std::string, victim_key, "", "victim: API key of the victim (its tenant); empty = none.");
+ABSL_FLAG(std::string, attacker_key, "",
+          "victim: API key of the attackers (their tenant); empty = none.");
 
 int main(int argc, char** argv) {
   pagoda::bench::SetFlagsUsage(
@@ -61,6 +64,8 @@ int main(int argc, char** argv) {
                                        .attack_tokens = absl::GetFlag(FLAGS_attack_tokens),
                                        .stop_strings = absl::GetFlag(FLAGS_stop_strings),
                                        .stop_string_bytes = absl::GetFlag(FLAGS_stop_string_bytes),
+                                       .victim_key = absl::GetFlag(FLAGS_victim_key),
+                                       .attacker_key = absl::GetFlag(FLAGS_attacker_key),
                                        .seed = absl::GetFlag(FLAGS_seed)});
   } else {
     std::fprintf(stderr, "pagoda-soak: --mode must be soak or victim\n");

@@ -26,13 +26,19 @@ struct Latency {
   double e2e_ms = 0;
 };
 
-absl::StatusOr<Latency> RunVictimOnce(v1::Generation::Stub* stub, int tokens) {
+void AddKey(grpc::ClientContext* context, const std::string& key) {
+  if (!key.empty()) context->AddMetadata("authorization", "Bearer " + key);
+}
+
+absl::StatusOr<Latency> RunVictimOnce(v1::Generation::Stub* stub, int tokens,
+                                      const std::string& key) {
   v1::GenerateRequest r;
   r.set_prompt("Once upon a time");
   r.set_max_tokens(tokens);
   r.set_temperature(0);
   r.set_ignore_eos(true);
   grpc::ClientContext context;
+  AddKey(&context, key);
   const double start = NowSeconds();
   auto reader = stub->Generate(&context, r);
   v1::GenerateResponse response;
@@ -104,6 +110,7 @@ class Attackers {
     std::mt19937_64 rng(o.seed + a);
     while (!stop_) {
       grpc::ClientContext context;
+      AddKey(&context, o.attacker_key);
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
@@ -166,12 +173,13 @@ absl::Status RunVictim(const VictimOptions& o) {
   v1::ModelInfo info;
   {
     grpc::ClientContext context;
+    AddKey(&context, o.victim_key);
     const grpc::Status s = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
     if (!s.ok()) return absl::UnavailableError(absl::StrCat("GetModelInfo: ", s.error_message()));
   }
   std::vector<Latency> alone, attacked;
   for (int i = 0; i < o.repeats; ++i) {
-    absl::StatusOr<Latency> l = RunVictimOnce(stub.get(), o.victim_tokens);
+    absl::StatusOr<Latency> l = RunVictimOnce(stub.get(), o.victim_tokens, o.victim_key);
     if (!l.ok()) return l.status();
     alone.push_back(*l);
   }
@@ -181,7 +189,7 @@ absl::Status RunVictim(const VictimOptions& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (int i = 0; i < o.repeats; ++i) {
-    absl::StatusOr<Latency> l = RunVictimOnce(stub.get(), o.victim_tokens);
+    absl::StatusOr<Latency> l = RunVictimOnce(stub.get(), o.victim_tokens, o.victim_key);
     if (!l.ok()) break;
     attacked.push_back(*l);
   }

@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   if (config.max_batched_tokens <= 0) return Invalid("max_batched_tokens", "must be positive");
   if (config.max_seqs <= 0) return Invalid("max_seqs", "must be positive");
+  if (config.max_decode_slowdown != 0 && !(config.max_decode_slowdown > 1)) {
+    return Invalid("max_decode_slowdown", "must be 0 (off) or greater than 1");
+  }
   if (config.max_prompt_bytes < 0 || config.max_stop_strings < 0 ||
       config.max_stop_string_bytes <= 0) {
     return Invalid("request limits", "must be >= 0 (max_stop_string_bytes > 0)");

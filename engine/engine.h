@@ -67,6 +67,10 @@ struct EngineConfig {
   // "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
+  // Prefill pacing (engine/prefill_pacer.h): while decodes or short prompts share a step
+  // with a long prompt's prefill, its chunk is sized so the step takes at most this many
+  // times a step without it. 0 = off (chunks take the whole budget); otherwise > 1.
+  double max_decode_slowdown = 0;
   // Request limits, checked in Submit before any tokenizing (docs/API.md, "Limits").
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold: context x longest token
   int32_t max_stop_strings = 16;

@@ -114,6 +114,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   core->scheduler_ =
       std::make_unique<Scheduler>(sc, core->kv_.get(), MakePolicy(core->fair_share_));
   core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache);
+  core->pacer_ = std::make_unique<PrefillPacer>(config.kv_cache ? config.max_decode_slowdown : 0,
+                                                config.max_batched_tokens);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
   return core;
 }
@@ -189,7 +191,9 @@ void Engine::Core::Finish(Sequence* seq, GenerationOutput final_output) {
 }
 
 void Engine::Core::Step() {
-  const absl::Time start = observer_ != nullptr ? absl::Now() : absl::InfinitePast();
+  const bool timed = observer_ != nullptr || pacer_->enabled();
+  const absl::Time start = timed ? absl::Now() : absl::InfinitePast();
+  scheduler_->SetPrefillLimits(pacer_->Limits());
   const SchedulerOutput out = scheduler_->Schedule();
   if (out.empty()) return;
   const absl::Time now = absl::Now();
@@ -214,10 +218,10 @@ void Engine::Core::Step() {
   } else {
     ProcessOutputs(out, logits_, observer_ != nullptr ? &timing : nullptr);
   }
-  if (observer_ != nullptr) {
-    timing.total = absl::Now() - start;
-    observer_->OnStep(timing);
-  }
+  if (!timed) return;
+  timing.total = absl::Now() - start;
+  if (status.ok()) pacer_->OnStep(out.paced, timing.total);
+  if (observer_ != nullptr) observer_->OnStep(timing);
 }
 
 void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits,

@@ -11,6 +11,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
+#include "engine/prefill_pacer.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kernels/backend.h"
@@ -83,6 +84,7 @@ class Engine::Core {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> processor_;
+  std::unique_ptr<PrefillPacer> pacer_;
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   absl::flat_hash_map<RequestHandle, RequestState> requests_;
   std::vector<float> logits_;

@@ -46,20 +46,75 @@ SchedulerOutput Scheduler::Schedule() {
       s->num_computed = 0;
     }
   }
-  int32_t budget = config_.max_batched_tokens;
-  ScheduleRunning(&out, &budget);
-  // A step that had to preempt admits nobody: the pool is already short.
-  if (out.preempted.empty()) {
-    ScheduleWaiting(&out, &budget);
-    RebalanceRunSlots(&out, &budget);
+  const int32_t long_seqs = config_.kv_cache && limits_.short_len > 0 ? CountWork() : 0;
+  paced_ = long_seqs > 0;
+  long_chunk_ = limits_.long_chunk;
+  SchedulePass(&out);
+  if (paced_ && long_chunk_ == 0 && out.chunks.empty() && out.preempted.empty()) {
+    // Holding long work back left nothing to run (the short work could not start).
+    long_chunk_ = limits_.short_len;
+    SchedulePass(&out);
+  }
+  if (!paced_) return out;
+  out.paced.long_seqs = long_seqs;
+  for (const ScheduledChunk& c : out.chunks) {
+    if (!IsLong(c.seq, c.seq->num_uncomputed())) {
+      ++out.paced.short_seqs;
+    } else if (PacedFor(c.seq)) {
+      out.paced.long_tokens += c.num_tokens;
+    }
   }
   return out;
+}
+
+void Scheduler::SchedulePass(SchedulerOutput* out) {
+  int32_t budget = config_.max_batched_tokens;
+  ScheduleRunning(out, &budget);
+  // A step that had to preempt admits nobody: the pool is already short.
+  if (out->preempted.empty()) {
+    ScheduleWaiting(out, &budget);
+    RebalanceRunSlots(out, &budget);
+  }
+}
+
+bool Scheduler::IsLong(const Sequence* seq, int32_t left) const {
+  return left > limits_.short_len || seq->num_computed > limits_.heavy_context;
+}
+
+int32_t Scheduler::CountWork() {
+  short_by_tenant_.assign(tenants_.size(), 0);
+  num_short_ = 0;
+  const auto for_each = [&](auto fn) {
+    for (const Sequence* s : running_) fn(s);
+    for (const Sequence* s : waiting_) fn(s);
+  };
+  for_each([&](const Sequence* s) {
+    const int32_t left = s->num_uncomputed();
+    if (left > 0 && !IsLong(s, left)) {
+      ++short_by_tenant_[s->tenant_index];
+      ++num_short_;
+    }
+  });
+  int32_t paced = 0;
+  for_each([&](const Sequence* s) {
+    const int32_t left = s->num_uncomputed();
+    if (left > 0 && IsLong(s, left) && PacedFor(s)) ++paced;
+  });
+  return paced;
+}
+
+bool Scheduler::PacedFor(const Sequence* seq) const {
+  return num_short_ > short_by_tenant_[seq->tenant_index];
+}
+
+int32_t Scheduler::Paced(const Sequence* seq, int32_t left, int32_t n) const {
+  return paced_ && IsLong(seq, left) && PacedFor(seq) ? std::min(n, long_chunk_) : n;
 }
 
 int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {
   const int32_t n = seq->num_uncomputed();
   if (!config_.kv_cache) return n <= budget ? n : 0;
-  return std::min(n, budget);
+  return Paced(seq, n, std::min(n, budget));
 }
 
 bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies) {
@@ -176,7 +231,8 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     const absl::Span<const BlockHash> cached = absl::MakeConstSpan(seq->block_hashes).first(hit);
     const int32_t start = std::max(seq->num_computed, hit * kv_->block_size());
     const int32_t left = seq->num_tokens() - start;
-    const int32_t n = !config_.kv_cache ? (left <= *budget ? left : 0) : std::min(left, *budget);
+    const int32_t n =
+        !config_.kv_cache ? (left <= *budget ? left : 0) : Paced(seq, left, std::min(left, *budget));
     if (n == 0) break;
     // Blocks it will hold, and free blocks that takes (cached ones may be free already).
     const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/prefill_pacer.h"
 #include "engine/scheduling_policy.h"
 #include "engine/sequence.h"
 #include "engine/tenant.h"
@@ -42,6 +43,7 @@ struct SchedulerOutput {
   int32_t num_tokens = 0;
   std::vector<Sequence*> preempted;  // preempted during this Schedule() call
   std::vector<BlockCopy> copies;     // block copies to run before the chunks (copy on write)
+  PacedStep paced;  // under pacing (SetPrefillLimits), for the PrefillPacer; else zeros
 
   bool empty() const { return chunks.empty(); }
 };
@@ -69,6 +71,11 @@ class Scheduler {
   void SetTenants(const std::vector<TenantConfig>& tenants);
   // Replaces the policy; it learns the tenant table and the backlogged tenants at once.
   void SetPolicy(std::unique_ptr<SchedulingPolicy> policy);
+  // Limits of the next Schedule() calls (PrefillPacer): while a step carries short work,
+  // each long prompt's chunk takes at most limits.long_chunk tokens (long decodes run only
+  // when it is > 0). A step that would be empty under a long_chunk of 0 runs with long_chunk
+  // = short_len instead. Default: off.
+  void SetPrefillLimits(PrefillLimits limits) { limits_ = limits; }
 
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -109,6 +116,18 @@ class Scheduler {
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Tokens `seq` may run this step within `budget`; 0 when it must wait.
   int32_t ChunkSize(const Sequence* seq, int32_t budget) const;
+  // Whether `seq`, with `left` tokens to compute, is long work under limits_.
+  bool IsLong(const Sequence* seq, int32_t left) const;
+  // `n` tokens of `seq`, with `left` still to compute, cut to the long-work chunk when this
+  // step is paced.
+  int32_t Paced(const Sequence* seq, int32_t left, int32_t n) const;
+  // Counts the short work of each tenant (short_by_tenant_) and returns the sequences with
+  // long work that short work of another tenant shares the step with (those are paced).
+  int32_t CountWork();
+  // Whether `seq`'s long work is paced this step: another tenant has short work.
+  bool PacedFor(const Sequence* seq) const;
+  // One scheduling pass (Schedule() may run two).
+  void SchedulePass(SchedulerOutput* out);
   void ScheduleRunning(SchedulerOutput* out, int32_t* budget);
   void ScheduleWaiting(SchedulerOutput* out, int32_t* budget);
   // With every run slot taken, moves slots from tenants above their weighted share of
@@ -123,6 +142,11 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<TenantState> tenants_;
   absl::flat_hash_map<std::string, int32_t> tenant_by_name_;
+  PrefillLimits limits_;
+  bool paced_ = false;         // this step applies limits_ (some long work is paced)
+  std::vector<int32_t> short_by_tenant_;  // sequences with short work, per tenant
+  int32_t num_short_ = 0;                 // their sum
+  int32_t long_chunk_ = 0;     // this step's chunk for long prompts while paced_
   int64_t num_preemptions_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;

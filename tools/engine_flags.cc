@@ -31,6 +31,11 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-seqs", f->max_seqs, "sequences running at once at most")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-decode-slowdown", f->max_decode_slowdown,
+                  "prefill pacing: while decodes or short prompts share a step with a long "
+                  "prompt's prefill, its chunk is sized (from measured step times) so the step "
+                  "takes at most this many times a step without it; 0 = off, else > 1")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-prompt-bytes", f->max_prompt_bytes,
                   "longest prompt text accepted, checked before tokenizing; 0 = the context "
                   "length times the longest token (a longer prompt cannot fit anyway)")
@@ -75,6 +80,7 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   c.kv_cache_memory = f.kv_cache_memory;
   c.max_batched_tokens = f.max_batched_tokens;
   c.max_seqs = f.max_seqs;
+  c.max_decode_slowdown = f.max_decode_slowdown;
   if (f.kv_cache != "on" && f.kv_cache != "off") {
     return absl::InvalidArgumentError("--kv-cache must be on or off");
   }
