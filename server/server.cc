@@ -1,7 +1,5 @@
 #include "server/server.h"
 
-#include <httplib.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -112,37 +110,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 }
 
 absl::Status Server::StartMetricsEndpoint() {
-  http_ = std::make_unique<httplib::Server>();
-  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which would let a second
-  // daemon bind the same port and take the probes.
-  http_->set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  // Idle connections hold a worker until the read timeout: keep it short and the pool wider
-  // than cpp-httplib's default, so a few idle peers cannot starve /health for long.
-  http_->new_task_queue = [] { return new httplib::ThreadPool(16); };
-  http_->set_read_timeout(2, 0);
-  http_->set_keep_alive_timeout(2);
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderMetrics(), "text/plain; version=0.0.4");
-  });
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    MutexLock lock(&mu_);
-    res.status = serving_ ? 200 : 503;
-    res.set_content(serving_ ? "SERVING\n" : "NOT_SERVING\n", "text/plain");
-  });
-  if (options_.metrics_port == 0) {
-    metrics_port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    metrics_port_ =
-        http_->bind_to_port(options_.host, options_.metrics_port) ? options_.metrics_port : -1;
+  // The same event-loop server as the HTTP door, with only the probe routes: an idle peer
+  // holds a socket and nothing else, so no number of them delays /health or /metrics.
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
+      http::HttpServer::Start({.host = options_.host,
+                               .port = options_.metrics_port,
+                               .num_threads = 1,
+                               .session = {.routes = http::RouteSet::kProbes}},
+                              {.render_metrics = [this] { return RenderMetrics(); },
+                               .serving =
+                                   [this] {
+                                     MutexLock lock(&mu_);
+                                     return serving_;
+                                   }});
+  if (!server.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for metrics on ", options_.host, ":",
+                                               options_.metrics_port, ": ",
+                                               server.status().message()));
   }
-  if (metrics_port_ <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for metrics on ", options_.host, ":", options_.metrics_port));
-  }
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  metrics_http_ = *std::move(server);
+  metrics_port_ = metrics_http_->port();
   return absl::OkStatus();
 }
 
@@ -158,7 +145,10 @@ absl::Status Server::StartOpenAiHttp() {
                             return serving_;
                           }};
   absl::StatusOr<std::unique_ptr<http::HttpServer>> server = http::HttpServer::Start(
-      {.host = options_.host, .port = options_.http_port, .num_threads = options_.http_threads},
+      {.host = options_.host,
+       .port = options_.http_port,
+       .num_threads = options_.http_threads,
+       .session = {.max_unsent_bytes = options_.max_unsent_bytes_per_stream}},
       std::move(deps));
   if (!server.ok()) return server.status();
   openai_http_ = *std::move(server);
@@ -247,8 +237,7 @@ Server::~Server() {
   }
   if (watchdog_.joinable()) watchdog_.join();
   openai_http_.reset();
-  if (http_) http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
+  metrics_http_.reset();
   if (grpc_server_) {
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
     grpc_server_->Wait();

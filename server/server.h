@@ -15,9 +15,6 @@
 namespace grpc {
 class Server;
 }
-namespace httplib {
-class Server;
-}
 
 namespace pagoda::server {
 
@@ -29,8 +26,10 @@ class HttpServer;
 
 struct ServerOptions {
   std::string host = "0.0.0.0";
-  int port = 50051;         // 0 = pick a free port
-  int metrics_port = 9090;  // 0 = pick a free port; -1 = no metrics endpoint
+  int port = 50051;  // 0 = pick a free port
+  // /metrics and /health (an event-loop server like the HTTP door's, those two routes only):
+  // 0 = pick a free port; -1 = no metrics endpoint.
+  int metrics_port = 9090;
   std::string model_name;
   absl::Duration drain_timeout = absl::Seconds(30);
   // Health reads NOT_SERVING when the engine has work but made no step for this long.
@@ -45,8 +44,9 @@ struct ServerOptions {
   // The OpenAI-compatible HTTP door (docs/API.md): -1 = off, 0 = pick a free port.
   int http_port = -1;
   int http_threads = 2;  // its event-loop threads
-  // A Generate stream whose client leaves more output than this unread (queued or in
-  // flight) is aborted with RESOURCE_EXHAUSTED naming the limit; 0 = no limit.
+  // A generation whose client leaves more output than this unread (queued or in flight) is
+  // aborted and counted: gRPC streams end RESOURCE_EXHAUSTED naming the limit, HTTP
+  // connections are closed (429 when no header was sent yet). 0 = no limit.
   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
 };
 
@@ -89,9 +89,8 @@ class Server {
   std::unique_ptr<TenantRegistry> tenants_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
-  std::unique_ptr<httplib::Server> http_;
-  std::unique_ptr<http::HttpServer> openai_http_;  // the OpenAI-compatible door, when on
-  std::thread http_thread_;
+  std::unique_ptr<http::HttpServer> metrics_http_;  // /metrics and /health, when on
+  std::unique_ptr<http::HttpServer> openai_http_;   // the OpenAI-compatible door, when on
   std::thread watchdog_;
   int port_ = 0;
   int metrics_port_ = -1;

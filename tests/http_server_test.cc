@@ -1,7 +1,8 @@
 // The OpenAI-compatible HTTP door over real HTTP on a loopback port (cpp-httplib client):
 // completions and chat, streamed and not, equal to the gRPC path (Generate, Chat,
 // RenderChat) for the same request; error bodies and codes; keys shared with gRPC; a
-// client that disconnects mid-stream frees its blocks; draining answers 503.
+// client that disconnects mid-stream frees its blocks; a client that does not read is cut
+// at the unsent-bytes cap; draining answers 503.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -28,6 +30,7 @@
 #include "server/tenant_registry.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
+#include "tests/raw_http.h"
 #include "tests/step_gate.h"
 #include "tests/test_util.h"
 
@@ -55,21 +58,24 @@ struct GrpcResult {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void StartServer(server::TenantTable tenants = {}) {
+  void StartServer(server::TenantTable tenants = {},
+                   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20) {
     engine::EngineConfig config;
     config.chat_template =
         testing::ReadFileOrDie(testing::ModelPath("chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
     config.step_observer = &gate_;
     engine_ = testing::StoriesEngine(config);
     ASSERT_NE(engine_, nullptr);
-    auto server = server::Server::Start({.host = "127.0.0.1",
-                                         .port = 0,
-                                         .metrics_port = -1,
-                                         .model_name = "stories260K",
-                                         .drain_timeout = absl::Seconds(5),
-                                         .tenants = std::move(tenants),
-                                         .http_port = 0},
-                                        engine_.get());
+    auto server =
+        server::Server::Start({.host = "127.0.0.1",
+                               .port = 0,
+                               .metrics_port = -1,
+                               .model_name = "stories260K",
+                               .drain_timeout = absl::Seconds(5),
+                               .tenants = std::move(tenants),
+                               .http_port = 0,
+                               .max_unsent_bytes_per_stream = max_unsent_bytes_per_stream},
+                              engine_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_GT(server_->http_port(), 0);
@@ -157,6 +163,15 @@ class HttpServerTest : public ::testing::Test {
 
   double Metric(const std::string& name) {
     return testing::MetricValue(Get("/metrics").body, name);
+  }
+
+  // Polls the engine's stats until `n` requests were aborted (they can lag the metrics).
+  int64_t WaitAborted(int64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (engine_->Stats().num_aborted < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return engine_->Stats().num_aborted;
   }
 
   bool WaitAllBlocksFree() {
@@ -423,6 +438,75 @@ TEST_F(HttpServerTest, DisconnectMidStreamAbortsAndFreesBlocks) {
   // Aborted (not finished: it had 300 tokens to go), and nothing of it is left anywhere.
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
   EXPECT_LT(Metric("pagoda:request_success_total"), 1);  // no sample at all: -1
+}
+
+// Issue 14, finding 6 on the HTTP door, which ignored --max-unsent-bytes-per-stream: a
+// client that never reads (4 KiB receive buffer) had its whole stream generated and queued.
+// Now, once 64 KiB are unsent (in the server or the socket's send queue), the request is
+// aborted, counted, and the connection closed (its status line is long gone); the blocks come
+// back. The same stream read as it comes is served whole.
+TEST_F(HttpServerTest, StreamNobodyReadsIsCutAtTheUnsentCapAndCounted) {
+  StartServer({}, /*max_unsent_bytes_per_stream=*/65536);
+  const json req = {{"prompt", "Once upon a time"},
+                    {"max_tokens", 1900},
+                    {"ignore_eos", true},
+                    {"temperature", 0},
+                    {"stream", true}};
+  const Reply read = Post("/v1/completions", req);  // ~180 bytes an event: ~340 KB in all
+  ASSERT_EQ(read.status, 200) << read.body;
+  const std::vector<json> events = Events(read.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  const std::string counter = "pagoda:request_unsent_limit_total{tenant=\"anonymous\"}";
+  EXPECT_EQ(Metric(counter), 0);
+
+  const int fd = testing::ConnectLoopback(server_->http_port(), absl::Seconds(10),
+                                          /*receive_buffer=*/4096);
+  ASSERT_GE(fd, 0);
+  const std::string body = req.dump();
+  ASSERT_TRUE(
+      testing::SendAll(fd, absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                        "application/json\r\nContent-Length: ",
+                                        body.size(), "\r\n\r\n", body)));
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);  // a bound on a hang only
+  while (Metric(counter) < 1 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(Metric(counter), 1);
+  EXPECT_EQ(
+      Metric("pagoda:request_failure_total{tenant=\"anonymous\",code=\"RESOURCE_EXHAUSTED\"}"), 1);
+  EXPECT_EQ(WaitAborted(1), 1);
+  EXPECT_TRUE(WaitAllBlocksFree());
+  EXPECT_EQ(Metric("pagoda:request_success_total"), 1);  // the stream that was read
+  EXPECT_EQ(Metric("pagoda:request_cancelled_total"), 0);
+  // The server closed the connection: what was sent arrives, then the end, never [DONE].
+  const testing::RawRead rest = testing::ReadUntilClosed(fd);
+  close(fd);
+  EXPECT_TRUE(rest.closed);
+  EXPECT_THAT(rest.data, ::testing::Not(HasSubstr("[DONE]")));
+}
+
+// A non-streamed response is held whole until the request ends: past the cap (1 KiB here)
+// the request is aborted and refused before any header, with 429 naming the limit.
+TEST_F(HttpServerTest, WholeResponseOverTheUnsentCapIsRefusedAndCounted) {
+  StartServer({}, /*max_unsent_bytes_per_stream=*/1024);
+  const Reply r = Post("/v1/completions", json{{"prompt", "Once upon a time"},
+                                               {"max_tokens", 1900},
+                                               {"ignore_eos", true},
+                                               {"temperature", 0}});
+  ASSERT_EQ(r.status, 429) << r.body;
+  const std::string message = r.Json()["error"]["message"];
+  EXPECT_TRUE(absl::StartsWith(message, "response not sent yet: ")) << message;
+  EXPECT_TRUE(absl::EndsWith(
+      message,
+      " exceed 1024 (max_unsent_bytes_per_stream); stream long outputs (\"stream\": true)"))
+      << message;
+  EXPECT_EQ(Metric("pagoda:request_unsent_limit_total{tenant=\"anonymous\"}"), 1);
+  EXPECT_EQ(WaitAborted(1), 1);
+  EXPECT_TRUE(WaitAllBlocksFree());
+  EXPECT_LT(Metric("pagoda:request_success_total"), 1);  // no sample at all: -1
+  // Short responses stay whole on the same server.
+  const Reply ok = Post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 8}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
 TEST_F(HttpServerTest, ManyConcurrentStreamsAllComplete) {

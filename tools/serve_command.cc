@@ -171,7 +171,8 @@ Command AddServeCommand(CLI::App& app) {
   cmd->add_option("--port", flags->port, "gRPC port; 0 picks a free one (logged)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--metrics-port", flags->metrics_port,
-                  "Prometheus /metrics port; 0 picks a free one (logged), -1 disables it")
+                  "Prometheus /metrics and /health port (those two routes only); 0 picks a "
+                  "free one (logged), -1 disables it")
       ->check(CLI::Range(-1, 65535));
   cmd->add_option("--http-port", flags->http_port,
                   "OpenAI-compatible HTTP port (/v1/completions, /v1/chat/completions, "
@@ -186,8 +187,10 @@ Command AddServeCommand(CLI::App& app) {
                   "RESOURCE_EXHAUSTED; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-unsent-bytes-per-stream", flags->max_unsent_bytes_per_stream,
-                  "output bytes a Generate client may leave unread (queued in the server); "
-                  "beyond it the request is aborted with RESOURCE_EXHAUSTED and counted in "
+                  "output bytes a client may leave unread, on both doors (gRPC streams: "
+                  "queued in the server; HTTP: held, queued and in the socket's send queue); "
+                  "beyond it the request is aborted (gRPC: RESOURCE_EXHAUSTED; HTTP: the "
+                  "connection closed, or 429 before any header) and counted in "
                   "pagoda:request_unsent_limit_total; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--served-model-name", flags->served_model_name,

@@ -1,6 +1,6 @@
-// What every connection of the HTTP front door shares: the engine, the tenants, metrics,
-// the served model's name, health, and the registry of generations in flight (for drain
-// and shutdown).
+// What every connection of one HTTP server shares: the engine, the tenants, metrics, the
+// served model's name, health, the server's routes and limits, and the registry of
+// generations in flight (for drain and shutdown).
 #pragma once
 
 #include <atomic>
@@ -19,7 +19,17 @@
 
 namespace pagoda::server::http {
 
-// The parts of the daemon the HTTP door serves (all outlive it).
+// Which requests a server answers.
+enum class RouteSet {
+  // The OpenAI-compatible door (--http-port): /v1/..., /apply-template, /health (JSON),
+  // /metrics. Needs every HttpDeps field.
+  kOpenAi,
+  // The probe port (--metrics-port): GET /health (200 "SERVING\n" / 503 "NOT_SERVING\n")
+  // and GET /metrics only, anything else 404. Needs only render_metrics and serving.
+  kProbes,
+};
+
+// The parts of the daemon the server serves (all outlive it; kProbes needs the last two).
 struct HttpDeps {
   engine::Engine* engine = nullptr;
   const TenantRegistry* tenants = nullptr;
@@ -29,11 +39,23 @@ struct HttpDeps {
   std::function<bool()> serving;                // health: true = SERVING
 };
 
+// What every connection of one server obeys.
+struct SessionOptions {
+  RouteSet routes = RouteSet::kOpenAi;
+  // Reading a request (its header and body) may take this long; an idle peer is closed then.
+  absl::Duration idle_timeout = absl::Seconds(60);
+  // Output bytes of a generation not yet taken by the client (held in the server, queued or
+  // in flight, and in the socket's send queue); beyond it the request is aborted and the
+  // connection closed (--max-unsent-bytes-per-stream). 0 = no limit.
+  int64_t max_unsent_bytes = int64_t{1} << 20;
+};
+
 class HttpContext {
  public:
-  explicit HttpContext(HttpDeps deps) : deps_(std::move(deps)) {}
+  HttpContext(HttpDeps deps, SessionOptions options) : deps_(std::move(deps)), options_(options) {}
 
   const HttpDeps& deps() const { return deps_; }
+  const SessionOptions& options() const { return options_; }
   int64_t created() const { return created_; }
   bool draining() const { return draining_.load(); }
   void set_draining() { draining_.store(true); }
@@ -55,6 +77,7 @@ class HttpContext {
     engine::RequestHandle handle;
   };
   const HttpDeps deps_;
+  const SessionOptions options_;
   const int64_t created_ = absl::ToUnixSeconds(absl::Now());
   std::atomic<bool> draining_{false};
   mutable Mutex mu_;

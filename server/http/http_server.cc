@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   std::unique_ptr<HttpServer> server(new HttpServer());
   const int threads = std::max(1, options.num_threads);
   server->io_ = std::make_unique<Io>(threads);
-  server->context_ = std::make_shared<HttpContext>(std::move(deps));
+  server->context_ = std::make_shared<HttpContext>(std::move(deps), options.session);
   boost::system::error_code ec;
   const net::ip::address address = net::ip::make_address(options.host, ec);
   auto fail = [&](const char* what) {

@@ -1,7 +1,8 @@
-// The OpenAI-compatible HTTP front door (--http-port): one acceptor and a small fixed pool
-// of threads running an event loop (Boost.Asio); connections are state machines on strands,
-// never a thread each, so thousands of open streams cost sockets and buffers, not threads.
-// Routes: docs/API.md ("HTTP").
+// The daemon's HTTP/1.1 server: one acceptor and a small fixed pool of threads running an
+// event loop (Boost.Asio); connections are state machines on strands, never a thread each,
+// so thousands of open streams (or idle peers) cost sockets and buffers, not threads.
+// SessionOptions::routes picks what it serves: the OpenAI-compatible door (--http-port) or
+// only the probes /health and /metrics (--metrics-port). Routes: docs/API.md ("HTTP").
 #pragma once
 
 #include <memory>
@@ -17,8 +18,9 @@ namespace pagoda::server::http {
 
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
-  int port = 0;         // 0 = pick a free port
-  int num_threads = 2;  // event-loop threads (>= 1)
+  int port = 0;            // 0 = pick a free port
+  int num_threads = 2;     // event-loop threads (>= 1)
+  SessionOptions session;  // routes, idle timeout, unsent-bytes cap
 };
 
 class HttpServer {

@@ -1,5 +1,8 @@
 #include "server/http/http_session.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -19,7 +22,6 @@ namespace net = boost::asio;
 using nlohmann::json;
 
 constexpr uint64_t kBodyLimit = 16 << 20;                    // bytes of a request body at most
-constexpr absl::Duration kIdleTimeout = absl::Seconds(60);   // reading a request
 constexpr absl::Duration kWriteTimeout = absl::Seconds(30);  // writing a whole response
 
 std::chrono::steady_clock::duration Chrono(absl::Duration d) {
@@ -47,7 +49,7 @@ void HttpSession::DoRead() {
   parser_->body_limit(kBodyLimit);
   keep_alive_ = true;
   response_complete_ = false;
-  stream_.expires_after(Chrono(kIdleTimeout));
+  stream_.expires_after(Chrono(context_->options().idle_timeout));
   bhttp::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -111,23 +113,17 @@ void HttpSession::Route(const Request& req) {
   const std::string_view path = target.substr(0, target.find('?'));
   const bool get = req.method() == bhttp::verb::get;
   const bool post = req.method() == bhttp::verb::post;
-  if (path == "/health") {
+  if (path == "/health" || path == "/metrics") {
     if (!get)
       return RespondError(
           MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
-    const bool ok = context_->deps().serving() && !context_->draining();
-    return Respond(ok ? 200 : 503, "application/json",
-                   ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})");
-  }
-  if (path == "/metrics") {
-    if (!get)
-      return RespondError(
-          MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
+    if (path == "/health") return RespondHealth();
     return Respond(200, "text/plain; version=0.0.4", context_->deps().render_metrics());
   }
-  const bool known = path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/apply-template" || path == "/v1/models" ||
-                     path.starts_with("/v1/models/");
+  const bool known =
+      context_->options().routes == RouteSet::kOpenAi &&
+      (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template" ||
+       path == "/v1/models" || path.starts_with("/v1/models/"));
   if (!known) {
     return RespondError(MakeHttpError(404, absl::StrCat("no route for ", std::string(path)),
                                       "invalid_request_error", "unknown_url"));
@@ -147,6 +143,15 @@ void HttpSession::Route(const Request& req) {
         MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
   if (path == "/apply-template") return HandleApplyTemplate(req);
   HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
+}
+
+void HttpSession::RespondHealth() {
+  const bool ok = context_->deps().serving() && !context_->draining();
+  if (context_->options().routes == RouteSet::kProbes) {
+    return Respond(ok ? 200 : 503, "text/plain", ok ? "SERVING\n" : "NOT_SERVING\n");
+  }
+  Respond(ok ? 200 : 503, "application/json",
+          ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})");
 }
 
 void HttpSession::HandleModels(const Request& req, std::string_view id) {
@@ -261,28 +266,62 @@ void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller cal
 
 void HttpSession::OnWake() {
   if (!gen_ || gen_->done) return;
-  if (writing_ && gen_->stream && !closed_) {
-    wake_waiting_ = true;  // merged into one chunk once the write in flight completes
-    return;
-  }
+  // Always taken, so every output wakes the connection and the unsent bytes are counted here.
   const OutputBatch batch = gen_->link->Take();
   Generation& g = *gen_;
   if (g.caller.bucket) g.caller.bucket->Charge(batch.num_tokens);
   g.completion_tokens += batch.num_tokens;
   g.metrics->generation_tokens.fetch_add(batch.num_tokens);
-  if (closed_) {
+  if (closed_ || !g.cut.ok()) {
     if (batch.finished()) FinishGeneration(batch);
     return;
   }
-  if (!batch.finished()) {
-    if (g.stream) {
-      if (!batch.text.empty()) Write(ChunkOf(g.format->Chunk(batch.text, "", g.include_usage)));
-    } else {
-      g.text += batch.text;
-    }
-    return;
+  g.text += batch.text;
+  if (batch.finished()) return FinishGeneration(batch);
+  if (g.stream && !writing_) FlushText();
+  CutIfOverUnsentCap();
+}
+
+void HttpSession::FlushText() {
+  Generation& g = *gen_;
+  if (g.text.empty()) return;
+  Write(ChunkOf(g.format->Chunk(g.text, "", g.include_usage)));
+  g.text.clear();
+}
+
+int64_t HttpSession::UnsentBytes() {
+  int64_t unsent = out_bytes_ + (gen_ ? static_cast<int64_t>(gen_->text.size()) : 0);
+  int in_socket = 0;  // written but not yet acknowledged by the peer
+  if (ioctl(stream_.socket().native_handle(), SIOCOUTQ, &in_socket) == 0) unsent += in_socket;
+  return unsent;
+}
+
+bool HttpSession::CutIfOverUnsentCap() {
+  const int64_t cap = context_->options().max_unsent_bytes;
+  if (cap <= 0 || !gen_ || gen_->done || gen_->aborted || closed_) return false;
+  const int64_t unsent = UnsentBytes();
+  if (unsent <= cap) return false;
+  Generation& g = *gen_;
+  const std::string over = absl::StrCat(unsent, " bytes of output unsent exceed ", cap,
+                                        " (max_unsent_bytes_per_stream)");
+  g.cut = absl::ResourceExhaustedError(
+      g.stream ? absl::StrCat("client is not reading: ", over)
+               : absl::StrCat("response not sent yet: ", over,
+                              "; stream long outputs (\"stream\": true)"));
+  spdlog::warn("http [{}] aborted: {}", QuoteLogValue(g.request_id), std::string(g.cut.message()));
+  g.metrics->requests_unsent_limit.fetch_add(1);
+  g.metrics->request_failure.Inc(absl::StatusCodeToString(g.cut.code()));
+  g.aborted = true;
+  g.text.clear();
+  // The engine frees the request's blocks within a step; its last output unregisters it.
+  context_->deps().engine->Abort(g.handle);
+  keep_alive_ = false;
+  if (g.stream) {
+    Close();  // the status line is out: an SSE stream cannot carry a status any more
+  } else {
+    RespondError(ToHttpError(g.cut));
   }
-  FinishGeneration(batch);
+  return true;
 }
 
 void HttpSession::FinishGeneration(const OutputBatch& batch) {
@@ -301,11 +340,13 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
           absl::ToDoubleSeconds(batch.usage.time_to_first_token));
     }
   }
-  LogAccess(failed ? batch.error : absl::OkStatus(), batch.finish_reason, &batch.usage);
-  if (closed_) return;
+  LogAccess(!g.cut.ok() ? g.cut
+            : failed    ? batch.error
+                        : absl::OkStatus(),
+            batch.finish_reason, &batch.usage);
+  if (closed_ || !g.cut.ok()) return;  // cut at the unsent cap: its answer is already out
   const std::string reason = engine::FinishReasonName(batch.finish_reason);
   if (!g.stream) {
-    g.text += batch.text;
     if (failed) return RespondError(ToHttpError(batch.error));
     return Respond(200, "application/json", g.format->Full(g.text, reason, batch.usage));
   }
@@ -313,7 +354,7 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
     keep_alive_ = false;
     Write(ChunkOf(ResponseFormatter::ErrorEvent(ToHttpError(batch.error).body)));
   } else {
-    Write(ChunkOf(g.format->Chunk(batch.text, reason, g.include_usage)));
+    Write(ChunkOf(g.format->Chunk(g.text, reason, g.include_usage)));
     if (g.include_usage) Write(ChunkOf(g.format->UsageChunk(batch.usage)));
     Write(ChunkOf(ResponseFormatter::Done()));
   }
@@ -364,6 +405,7 @@ void HttpSession::RespondError(const HttpError& error) {
 
 void HttpSession::Write(std::string bytes) {
   if (closed_) return;
+  out_bytes_ += static_cast<int64_t>(bytes.size());
   out_.push_back(std::move(bytes));
   if (writing_) return;
   writing_ = true;
@@ -376,13 +418,11 @@ void HttpSession::OnWrite(beast::error_code ec) {
   writing_ = false;
   if (ec) {
     out_.clear();
-    ClientGone();
-    if (wake_waiting_) {  // the engine's last output must still be taken
-      wake_waiting_ = false;
-      OnWake();
-    }
+    out_bytes_ = 0;
+    ClientGone();  // the engine's last output still wakes this connection: OnWake takes it
     return;
   }
+  out_bytes_ -= static_cast<int64_t>(out_.front().size());
   out_.pop_front();
   if (!out_.empty()) {
     writing_ = true;
@@ -391,9 +431,8 @@ void HttpSession::OnWrite(beast::error_code ec) {
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
     return;
   }
-  if (wake_waiting_) {
-    wake_waiting_ = false;
-    OnWake();
+  if (gen_ && gen_->stream && !gen_->done && !closed_) {
+    FlushText();  // what arrived while the write was in flight, as one event
     if (writing_) return;
   }
   if (response_complete_) EndResponse();

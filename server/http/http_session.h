@@ -1,8 +1,9 @@
-// One HTTP/1.1 connection of the front door: reads requests, routes them, and writes
+// One HTTP/1.1 connection: reads requests, routes them (the server's RouteSet), and writes
 // responses, all on the connection's strand (no thread of its own). A generation is
 // submitted to the engine with a GenerationLink; its outputs come back through the
 // strand, as one JSON body or as server-sent events (chunked). While a response is in
 // progress a read stays posted on the socket: the peer closing it aborts the engine request.
+// Output the client has not taken beyond SessionOptions::max_unsent_bytes aborts it too.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -39,7 +40,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     bool include_usage = false;
     ApiKind kind = ApiKind::kCompletion;
     std::optional<ResponseFormatter> format;
-    std::string text;  // non-streamed: the whole text so far
+    // Text delivered but not yet in a response: streamed, since the last event (deltas that
+    // arrive while a write is in flight become one event); non-streamed, all of it.
+    std::string text;
     Caller caller;
     TenantMetrics* metrics = nullptr;
     std::string request_id;
@@ -47,7 +50,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     int32_t completion_tokens = 0;
     absl::Time start;
     bool done = false;     // the engine delivered its last output
-    bool aborted = false;  // the client went away and the engine was told
+    bool aborted = false;  // the client went away (or the unsent cap cut it): engine told
+    absl::Status cut;      // ResourceExhausted when the unsent cap cut it
   };
 
   void DoRead();
@@ -55,6 +59,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void OnHeader(boost::beast::error_code ec);
   void OnRead(boost::beast::error_code ec);
   void Route(const Request& req);
+  // GET /health: JSON on the OpenAI door, "SERVING\n" / "NOT_SERVING\n" on the probe port.
+  void RespondHealth();
   void HandleGeneration(const Request& req, ApiKind kind);
   void HandleApplyTemplate(const Request& req);
   void HandleModels(const Request& req, std::string_view id);
@@ -62,6 +68,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   absl::StatusOr<Caller> Authenticate(const Request& req) const;
   void StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller caller);
   void OnWake();
+  // Streamed: the text held since the last event, as one event.
+  void FlushText();
+  // Output not yet taken by the client: held text, queued or in-flight writes, and the
+  // socket's send queue (SIOCOUTQ).
+  int64_t UnsentBytes();
+  // Over SessionOptions::max_unsent_bytes: aborts the engine request, counts it, and closes
+  // the connection (after a 429 when no header was sent yet). True when it cut.
+  bool CutIfOverUnsentCap();
   void FinishGeneration(const OutputBatch& batch);
   void LogAccess(const absl::Status& status, engine::FinishReason reason,
                  const engine::Usage* usage);
@@ -85,11 +99,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool keep_alive_ = true;
   std::deque<std::string> out_;
+  int64_t out_bytes_ = 0;  // the bytes of out_ (queued, or in flight at the front)
   bool writing_ = false;
   bool response_complete_ = false;  // the response's last bytes are queued
   bool watching_ = false;           // a disconnect watch read is posted
   bool next_after_watch_ = false;   // the watch was cancelled to read the next request
-  bool wake_waiting_ = false;       // outputs arrived while a write was in flight
   bool closed_ = false;
   std::optional<Generation> gen_;
 };
