@@ -263,8 +263,13 @@ const TenantConfig* Engine::FindTenant(const std::string& tenant) const {
 // at once is not queued. KV blocks are not looked at.
 // The global max_queued_requests counts the same way over the engine's max_seqs: a burst
 // that fits in the free run slots is admitted whole.
-absl::Status Engine::CheckAdmission(const std::string& tenant, KvLimit* limit) const {
+absl::Status Engine::CheckAdmission(const std::string& tenant, int32_t n, KvLimit* limit) const {
   if (stop_) return absl::UnavailableError("engine is stopped");
+  // The n samples run at once: a request needing more run slots than exist never runs.
+  if (n > config_.max_seqs) {
+    return Invalid("n", absl::StrCat(n, " samples run at once, more than max_seqs (",
+                                     config_.max_seqs, ")"));
+  }
   const int64_t waiting = static_cast<int64_t>(intake_.size()) + core_waiting_;
   const int64_t free_slots = std::max<int64_t>(int64_t{config_.max_seqs} - stats_.num_running, 0);
   if (config_.max_queued_requests > 0 && waiting - free_slots >= config_.max_queued_requests) {
@@ -289,6 +294,10 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, KvLimit* limit) c
   }
   limit->tokens = blocks * kv.block_size();
   if (t == nullptr) return absl::OkStatus();
+  if (t->max_running_requests > 0 && n > t->max_running_requests) {
+    return Invalid("n", absl::StrCat(n, " samples run at once, more than ", who,
+                                     "'s max_running_requests (", t->max_running_requests, ")"));
+  }
   if (t->max_queued_requests > 0) {
     int64_t tenant_waiting = 0, tenant_running = 0;
     for (const TenantStats& ts : stats_.tenants) {
@@ -328,7 +337,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   {
     // Limits first: a request turned away costs no tokenization and no engine work.
     MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckAdmission(request.tenant, &limit));
+    RETURN_IF_ERROR(CheckAdmission(request.tenant, request.n, &limit));
   }
   Pending p;
   RETURN_IF_ERROR(Validate(request, limit, &p.prompt, &p.max_total_tokens));
@@ -340,7 +349,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   MutexLock lock(&mu_);
   // Again: other requests may have been queued while this one was tokenized.
   KvLimit unused;
-  RETURN_IF_ERROR(CheckAdmission(request.tenant, &unused));
+  RETURN_IF_ERROR(CheckAdmission(request.tenant, request.n, &unused));
   p.handle = next_handle_++;
   if (request.request_id.empty()) request.request_id = absl::StrCat("req-", p.handle);
   result.handle = p.handle;

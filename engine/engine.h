@@ -203,8 +203,9 @@ class Engine final : public EngineClient {
   };
   absl::Status Validate(const GenerationRequest& request, const KvLimit& limit,
                         std::vector<int32_t>* prompt, int32_t* max_total_tokens) const;
-  // The queue, tenant and shedding limits for a request of `tenant`; fills `limit`.
-  absl::Status CheckAdmission(const std::string& tenant, KvLimit* limit) const
+  // The queue, tenant and shedding limits for a request of `tenant` with `n` samples (run
+  // slots: n <= max_seqs and the tenant's max_running_requests); fills `limit`.
+  absl::Status CheckAdmission(const std::string& tenant, int32_t n, KvLimit* limit) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The configured terms of `tenant`, or null (default terms).
   const TenantConfig* FindTenant(const std::string& tenant) const

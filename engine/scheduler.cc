@@ -238,7 +238,9 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);
     const int32_t need = grow - hit + kv_->NumFreeAmong(cached);
     const TenantConfig& c = tenant.config;
-    if ((c.max_running_requests > 0 && tenant.num_running >= c.max_running_requests) ||
+    // Every sample it forks into takes a run slot of its tenant too.
+    if ((c.max_running_requests > 0 &&
+         tenant.num_running + 1 + seq->pending_forks > c.max_running_requests) ||
         (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + grow > c.kv_cache_cap_blocks)) {
       blocked[seq->tenant_index] = true;
       continue;

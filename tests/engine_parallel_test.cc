@@ -147,6 +147,23 @@ TEST(EngineParallelSamplingTest, NOutsideOneToSixteenIsInvalid) {
   }
 }
 
+TEST(EngineParallelSamplingTest, MoreSamplesThanRunSlotsIsInvalid) {
+  auto engine = testing::StoriesEngine({.max_seqs = 4});
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->SetTenants({{.name = "", .max_running_requests = 2}}).ok());
+  auto s = engine->Submit(Sampled({1, 403}, 1, 5, 4), std::make_shared<engine::CollectingSink>());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(), "n: 5 samples run at once, more than max_seqs (4)");
+  s = engine->Submit(Sampled({1, 403}, 1, 3, 4), std::make_shared<engine::CollectingSink>());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "n: 3 samples run at once, more than tenant \"\"'s max_running_requests (2)");
+  auto sink = std::make_shared<engine::CollectingSink>();
+  ASSERT_TRUE(engine->Submit(Sampled({1, 403}, 1, 2, 4), sink).ok());
+  EXPECT_EQ(sink->Wait().samples.size(), 2u);
+}
+
 // Blocks held right after the first decode step of every sample, for a 1,024-token prompt
 // (64 full blocks of 16): n = 1 holds 65, n = 4 holds the 64 shared ones plus one each.
 int32_t BlocksHeldAfterFirstDecode(int32_t n) {

@@ -200,6 +200,25 @@ TEST(SchedulerTest, LongPromptPrefillsInChunksWhileDecodesKeepRunning) {
   EXPECT_EQ(sim.kv().num_free_blocks(), 1000);
 }
 
+TEST(SchedulerTest, ARequestWaitsUntilItsTenantHasARunSlotForEverySample) {
+  SchedulerSim sim(1000, 4, {.max_batched_tokens = 512, .max_seqs = 8});
+  sim.scheduler().SetTenants({{.name = "", .max_running_requests = 2}});
+  Sequence* first = sim.Add(4, 3);
+  sim.Step();
+  Sequence* forking = sim.Add(4, 3);
+  forking->pending_forks = 1;  // n = 2: two run slots, and one is taken
+  while (first->status != SeqStatus::kFinished) {
+    sim.Step();
+    if (first->status != SeqStatus::kFinished) {
+      EXPECT_EQ(forking->status, SeqStatus::kWaiting);
+    }
+  }
+  sim.Step();
+  EXPECT_EQ(forking->status, SeqStatus::kRunning);
+  sim.RunToEnd();
+  EXPECT_EQ(sim.kv().num_free_blocks(), 1000);
+}
+
 TEST(SchedulerTest, PreemptsNewestWhenBlocksRunOutAndEverySequenceFinishes) {
   // 6 blocks of 4 slots; each sequence grows to 12 tokens (3 blocks): 4 of them cannot
   // all fit, so the newest running ones are preempted and recomputed later.
