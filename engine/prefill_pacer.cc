@@ -29,11 +29,14 @@ PrefillLimits PrefillPacer::Limits() const {
   const bool wait = baseline_ms_ < 0 || debt_ms_ > 0 || paced_steps_ >= kProbeEvery;
   return {.short_len = std::min(chunk_, kShortPrompt),
           .long_chunk = wait ? 0 : chunk_,
-          .heavy_context = kHeavyContext};
+          .heavy_context = kHeavyContext,
+          .idle_chunk = since_paced_ < kGraceSteps ? chunk_ : 0};
 }
 
 void PrefillPacer::OnStep(const PacedStep& step, absl::Duration took) {
-  if (!enabled_ || step.short_seqs == 0) return;  // nothing waited on long work
+  if (!enabled_) return;
+  since_paced_ = step.long_seqs > 0 && step.short_seqs > 0 ? 0 : std::min(since_paced_ + 1, kGraceSteps);
+  if (step.short_seqs == 0) return;  // nothing waited on long work
   const double ms = absl::ToDoubleMilliseconds(took);
   if (step.long_tokens == 0) {
     baseline_ms_ = Average(baseline_ms_, ms);

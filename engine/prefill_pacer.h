@@ -7,7 +7,9 @@
 // So with one sequence of each, the short one runs at most max_slowdown times slower than
 // alone over a stretch of steps, whatever the long work costs. A prompt chunk is sized so a
 // step adds about kBurst allowances: big enough to amortize a step's fixed costs, small
-// enough to bound the gap between two tokens.
+// enough to bound the gap between two tokens. For kGraceSteps steps after one that was
+// paced, long prompts keep that chunk even when no short work is in the step, so short work
+// that arrives next (a client's next request) waits for one chunk, not a whole budget.
 //
 // It learns from the steps the engine reports: the baseline (a step with short work only,
 // refreshed at least every kProbeEvery steps) and the cost of one long token on top of it. A step with only long work is never paced.
@@ -30,6 +32,10 @@ struct PrefillLimits {
   int32_t long_chunk = 0;
   // Decodes of sequences with more context than this are long work.
   int32_t heavy_context = 0;
+  // With no short work in the step, a long prompt still computes at most this many tokens
+  // (0 = no limit): for a while after a paced step, so that short work arriving next does
+  // not wait behind a whole budget of another tenant's prefill.
+  int32_t idle_chunk = 0;
 };
 
 // What the scheduler reports of one paced step.
@@ -50,6 +56,8 @@ class PrefillPacer {
   // After this many steps with long work in a row, one step without it refreshes the
   // baseline.
   static constexpr int32_t kProbeEvery = 16;
+  // Steps after the last paced one during which long prompts keep the chunk size.
+  static constexpr int32_t kGraceSteps = 16;
 
   // `max_slowdown` <= 1 turns pacing off; `max_chunk` (> 0) bounds the chunk.
   PrefillPacer(double max_slowdown, int32_t max_chunk);
@@ -76,6 +84,7 @@ class PrefillPacer {
   double token_ms_ = -1;
   double debt_ms_ = 0;
   int32_t paced_steps_ = 0;  // steps with long work since the last baseline sample
+  int32_t since_paced_ = kGraceSteps;  // steps since the last one with paced long work
 };
 
 }  // namespace pagoda::engine

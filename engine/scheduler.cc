@@ -108,7 +108,10 @@ bool Scheduler::PacedFor(const Sequence* seq) const {
 }
 
 int32_t Scheduler::Paced(const Sequence* seq, int32_t left, int32_t n) const {
-  return paced_ && IsLong(seq, left) && PacedFor(seq) ? std::min(n, long_chunk_) : n;
+  if (paced_) return IsLong(seq, left) && PacedFor(seq) ? std::min(n, long_chunk_) : n;
+  // No other tenant's short work now, but lately: prompts keep to the idle chunk.
+  const bool capped = config_.kv_cache && limits_.idle_chunk > 0 && left > limits_.short_len;
+  return capped ? std::min(n, limits_.idle_chunk) : n;
 }
 
 int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {

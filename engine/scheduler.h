@@ -74,7 +74,8 @@ class Scheduler {
   // Limits of the next Schedule() calls (PrefillPacer): while a step carries short work,
   // each long prompt's chunk takes at most limits.long_chunk tokens (long decodes run only
   // when it is > 0). A step that would be empty under a long_chunk of 0 runs with long_chunk
-  // = short_len instead. Default: off.
+  // = short_len instead. With no short work of another tenant, long prompts' chunks take
+  // at most limits.idle_chunk tokens when it is > 0. Default: off.
   void SetPrefillLimits(PrefillLimits limits) { limits_ = limits; }
 
   const std::vector<Sequence*>& running() const { return running_; }

@@ -93,6 +93,19 @@ TEST(PrefillPacerTest, ProbesTheBaselineAfterKProbeEveryPacedSteps) {
   EXPECT_GT(pacer.Limits().long_chunk, 0);
 }
 
+TEST(PrefillPacerTest, LongPromptsKeepTheChunkForAWhileAfterAPacedStep) {
+  PrefillPacer pacer(2, 2048);
+  EXPECT_EQ(pacer.Limits().idle_chunk, 0);  // never paced yet
+  pacer.OnStep({.long_tokens = 0, .long_seqs = 1, .short_seqs = 1}, Ms(10));
+  EXPECT_EQ(pacer.Limits().idle_chunk, 16);
+  for (int i = 0; i < PrefillPacer::kGraceSteps - 1; ++i) {
+    pacer.OnStep({.long_tokens = 0, .long_seqs = 0, .short_seqs = 0}, Ms(10));
+    ASSERT_EQ(pacer.Limits().idle_chunk, 16) << i;
+  }
+  pacer.OnStep({.long_tokens = 0, .long_seqs = 0, .short_seqs = 0}, Ms(10));
+  EXPECT_EQ(pacer.Limits().idle_chunk, 0);
+}
+
 // A scheduler over a KV cache with plenty of blocks; sequences of tenants "a" and "b".
 class PacedSchedulerTest : public ::testing::Test {
  protected:
@@ -191,6 +204,15 @@ TEST_F(PacedSchedulerTest, LongWorkWaitsWhileTheChunkIsZeroAndAHeavyDecodeIsLong
   EXPECT_EQ(TokensOf(out, light), 1);
   EXPECT_EQ(TokensOf(out, heavy), 1);
   EXPECT_EQ(out.paced.long_tokens, 1);
+}
+
+TEST_F(PacedSchedulerTest, WithNoShortWorkLongPromptsTakeTheIdleChunk) {
+  Sequence* prompt = Add("b", 100);
+  scheduler_.SetPrefillLimits(
+      {.short_len = 8, .long_chunk = 16, .heavy_context = 1000, .idle_chunk = 24});
+  EXPECT_EQ(TokensOf(Step(), prompt), 24);
+  scheduler_.SetPrefillLimits({.short_len = 8, .long_chunk = 16, .heavy_context = 1000});
+  EXPECT_EQ(TokensOf(Step(), prompt), 76);
 }
 
 TEST_F(PacedSchedulerTest, AHoldThatWouldLeaveTheStepEmptyRunsShortLenTokens) {

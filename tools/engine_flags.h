@@ -22,7 +22,7 @@ struct EngineFlags {
   int64_t kv_cache_memory = 0;
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
-  double max_decode_slowdown = 2;  // 0 = no prefill pacing
+  double max_decode_slowdown = 1.5;  // 0 = no prefill pacing
   std::string kv_cache = "on";
   bool enable_prefix_caching = true;
   std::string kv_cache_dtype = "auto";
