@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace pagoda::engine {
 
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager* kv,
@@ -120,11 +122,12 @@ int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {
   return Paced(seq, n, std::min(n, budget));
 }
 
+int32_t Scheduler::UsedBlocks() const { return kv_->num_blocks() - kv_->num_free_blocks(); }
+
 bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies) {
-  const auto before = static_cast<int32_t>(kv_->BlockTable(seq->id).size());
+  const int32_t before = UsedBlocks();
   if (!kv_->Reserve(seq->id, num_tokens, seq->num_computed, copies)) return false;
-  tenants_[seq->tenant_index].num_blocks_held +=
-      static_cast<int32_t>(kv_->BlockTable(seq->id).size()) - before;
+  tenants_[seq->tenant_index].num_blocks_held += UsedBlocks() - before;
   return true;
 }
 
@@ -133,9 +136,9 @@ int32_t Scheduler::BlocksToRun(const Sequence* seq, int32_t n) const {
 }
 
 void Scheduler::FreeBlocks(Sequence* seq) {
-  const auto held = static_cast<int32_t>(kv_->BlockTable(seq->id).size());
-  tenants_[seq->tenant_index].num_blocks_held -= held;
+  const int32_t before = UsedBlocks();
   kv_->Free(seq->id);
+  tenants_[seq->tenant_index].num_blocks_held -= before - UsedBlocks();
 }
 
 int32_t Scheduler::AvailableBlocks(int32_t tenant) const {
@@ -244,7 +247,7 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     // Every sample it forks into takes a run slot of its tenant too.
     if ((c.max_running_requests > 0 &&
          tenant.num_running + 1 + seq->pending_forks > c.max_running_requests) ||
-        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + grow > c.kv_cache_cap_blocks)) {
+        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + need > c.kv_cache_cap_blocks)) {
       blocked[seq->tenant_index] = true;
       continue;
     }
@@ -263,8 +266,9 @@ void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const B
                       SchedulerOutput* out, int32_t* budget) {
   TenantState& tenant = tenants_[seq->tenant_index];
   if (!cached.empty()) {
+    const int32_t before = UsedBlocks();
     kv_->TakeCached(seq->id, cached);
-    tenant.num_blocks_held += static_cast<int32_t>(cached.size());
+    tenant.num_blocks_held += UsedBlocks() - before;  // cached blocks that were free
     seq->num_computed = static_cast<int32_t>(cached.size()) * kv_->block_size();
   }
   if (kv_->prefix_caching()) {  // waiting sequences always start from scratch
@@ -291,7 +295,7 @@ void Scheduler::AddFork(Sequence* parent, Sequence* child) {
   child->status = SeqStatus::kRunning;
   TenantState& tenant = tenants_[child->tenant_index];
   ++tenant.num_running;
-  tenant.num_blocks_held += static_cast<int32_t>(kv_->BlockTable(child->id).size());
+  // Every block is shared with the parent: the tenant holds no more.
   running_.push_back(child);
 }
 
@@ -418,11 +422,16 @@ void Scheduler::SetTenants(const std::vector<TenantConfig>& table) {
   }
   tenants_ = std::move(next);
   tenant_by_name_ = std::move(by_name);
+  // A block shared by several sequences (same tenant: forks, prefix cache) counts once.
+  std::vector<absl::flat_hash_set<int32_t>> held(tenants_.size());
   for (Sequence* s : running_) {
     s->tenant_index = tenant_by_name_.at(s->request.tenant);
     ++tenants_[s->tenant_index].num_running;
-    tenants_[s->tenant_index].num_blocks_held +=
-        static_cast<int32_t>(kv_->BlockTable(s->id).size());
+    const std::vector<int32_t>& table = kv_->BlockTable(s->id);
+    held[s->tenant_index].insert(table.begin(), table.end());
+  }
+  for (size_t t = 0; t < held.size(); ++t) {
+    tenants_[t].num_blocks_held = static_cast<int32_t>(held[t].size());
   }
   for (Sequence* s : waiting_) {
     s->tenant_index = tenant_by_name_.at(s->request.tenant);

@@ -4,8 +4,9 @@
 // prefill/decode phases, only computed vs. needed tokens. It never runs the model.
 //
 // Tenant quotas live here (the policy only orders): a tenant's sequences never hold more
-// than kv_cache_cap_blocks, never run more than max_running_requests at once, and the
-// unused part of every other tenant's kv_cache_floor_blocks is never handed out.
+// than kv_cache_cap_blocks distinct blocks (one its forks or cache hits share counts once),
+// never run more than max_running_requests at once, and the unused part of every other
+// tenant's kv_cache_floor_blocks is never handed out.
 #pragma once
 
 #include <cstdint>
@@ -102,6 +103,10 @@ class Scheduler {
   // Admits waiting `seq`: its cached prefix (if any), then blocks for `n` tokens.
   void Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
              SchedulerOutput* out, int32_t* budget);
+  // Blocks in use (not free, not cached-free). Blocks are shared only within a tenant
+  // (forks; the prefix cache is salted by tenant), so the change in this count across an
+  // operation on one sequence is its tenant's change in distinct blocks held.
+  int32_t UsedBlocks() const;
   // Frees every block of `seq`, crediting its tenant.
   void FreeBlocks(Sequence* seq);
   // Free blocks tenant `tenant` may take: free minus the unused floors of the others.

@@ -310,7 +310,7 @@ TEST(SchedulerForkTest, SamplesShareThePromptAndCopyTheSharedPartialBlockOnWrite
   EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
   EXPECT_EQ(sim.kv.pool().ref_count(1), 4);
   EXPECT_EQ(sim.kv.num_free_blocks(), 14);
-  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 8);  // each holder counts its table
+  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 2);  // a shared block counts once
   // Each writes token 6 into block 1: the first three get copies, the last writes in place.
   out = sim.scheduler.Schedule();
   ASSERT_EQ(out.chunks.size(), 4u);
@@ -325,6 +325,7 @@ TEST(SchedulerForkTest, SamplesShareThePromptAndCopyTheSharedPartialBlockOnWrite
   EXPECT_THAT(sim.kv.BlockTable(103), ElementsAre(0, 1));
   EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
   for (int32_t b : {1, 2, 3, 4}) EXPECT_EQ(sim.kv.pool().ref_count(b), 1);
+  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 5);  // blocks 0-4
   sim.scheduler.OnStepDone(out);
   for (auto& c : children) sim.scheduler.Remove(c.get());  // cancelled: all of them go
   sim.scheduler.Remove(parent);

@@ -219,6 +219,37 @@ TEST(SchedulerTest, ARequestWaitsUntilItsTenantHasARunSlotForEverySample) {
   EXPECT_EQ(sim.kv().num_free_blocks(), 1000);
 }
 
+TEST(SchedulerTest, ATenantHoldsASharedBlockOnceAndItsCapCountsDistinctBlocks) {
+  SchedulerSim sim(1000, 4, {.max_batched_tokens = 512, .max_seqs = 8});
+  sim.scheduler().SetTenants({{.name = "", .kv_cache_cap_blocks = 20}});
+  Sequence* parent = sim.Add(64, 8);  // 16 full blocks
+  sim.Step();
+  Sequence child;
+  child.id = 99;
+  child.tokens = parent->tokens;  // the prompt and a first token of its own
+  child.prompt_len = 64;
+  child.max_total_tokens = 72;
+  child.request.tenant = "";
+  sim.scheduler().AddFork(parent, &child);
+  const auto held = [&] { return sim.scheduler().tenants()[0].num_blocks_held; };
+  EXPECT_EQ(held(), 16);  // not 32: the child shares all of them
+  // Each writes its next token into a block of its own: 18 distinct blocks, within the cap
+  // of 20 (counting per holder would be 34 and preempt one of them).
+  const SchedulerOutput out = sim.Step();
+  EXPECT_EQ(out.chunks.size(), 2u);
+  EXPECT_TRUE(out.preempted.empty());
+  EXPECT_EQ(held(), 18);
+  EXPECT_EQ(sim.kv().num_free_blocks(), 1000 - 18);
+  // Reloading the table recounts the same way.
+  sim.scheduler().SetTenants({{.name = "", .kv_cache_cap_blocks = 20}});
+  EXPECT_EQ(held(), 18);
+  sim.scheduler().Remove(&child);
+  EXPECT_EQ(held(), 17);
+  sim.RunToEnd();
+  EXPECT_EQ(held(), 0);
+  EXPECT_EQ(sim.kv().num_free_blocks(), 1000);
+}
+
 TEST(SchedulerTest, PreemptsNewestWhenBlocksRunOutAndEverySequenceFinishes) {
   // 6 blocks of 4 slots; each sequence grows to 12 tokens (3 blocks): 4 of them cannot
   // all fit, so the newest running ones are preempted and recomputed later.
