@@ -267,8 +267,8 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, int32_t n, KvLimi
   if (stop_) return absl::UnavailableError("engine is stopped");
   // The n samples run at once: a request needing more run slots than exist never runs.
   if (n > config_.max_seqs) {
-    return Invalid("n", absl::StrCat(n, " samples run at once, more than max_seqs (",
-                                     config_.max_seqs, ")"));
+    return Invalid(
+        "n", absl::StrCat(n, " samples run at once, more than max_seqs (", config_.max_seqs, ")"));
   }
   const int64_t waiting = static_cast<int64_t>(intake_.size()) + core_waiting_;
   const int64_t free_slots = std::max<int64_t>(int64_t{config_.max_seqs} - stats_.num_running, 0);

@@ -35,7 +35,8 @@ PrefillLimits PrefillPacer::Limits() const {
 
 void PrefillPacer::OnStep(const PacedStep& step, absl::Duration took) {
   if (!enabled_) return;
-  since_paced_ = step.long_seqs > 0 && step.short_seqs > 0 ? 0 : std::min(since_paced_ + 1, kGraceSteps);
+  since_paced_ =
+      step.long_seqs > 0 && step.short_seqs > 0 ? 0 : std::min(since_paced_ + 1, kGraceSteps);
   if (step.short_seqs == 0) return;  // nothing waited on long work
   const double ms = absl::ToDoubleMilliseconds(took);
   if (step.long_tokens == 0) {

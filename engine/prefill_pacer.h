@@ -12,9 +12,9 @@
 // that arrives next (a client's next request) waits for one chunk, not a whole budget.
 //
 // It learns from the steps the engine reports: the baseline (a step with short work only,
-// refreshed at least every kProbeEvery steps) and the cost of one long token on top of it. A step with only long work is never paced.
-// Sarathi-Serve's stall-free batching, with the budget set by measured time instead of a
-// fixed token count.
+// refreshed at least every kProbeEvery steps) and the cost of one long token on top of it. A step
+// with only long work is never paced. Sarathi-Serve's stall-free batching, with the budget set by
+// measured time instead of a fixed token count.
 #pragma once
 
 #include <cstdint>
@@ -83,7 +83,7 @@ class PrefillPacer {
   double baseline_ms_ = -1;
   double token_ms_ = -1;
   double debt_ms_ = 0;
-  int32_t paced_steps_ = 0;  // steps with long work since the last baseline sample
+  int32_t paced_steps_ = 0;            // steps with long work since the last baseline sample
   int32_t since_paced_ = kGraceSteps;  // steps since the last one with paced long work
 };
 

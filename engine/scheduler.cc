@@ -237,8 +237,8 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     const absl::Span<const BlockHash> cached = absl::MakeConstSpan(seq->block_hashes).first(hit);
     const int32_t start = std::max(seq->num_computed, hit * kv_->block_size());
     const int32_t left = seq->num_tokens() - start;
-    const int32_t n =
-        !config_.kv_cache ? (left <= *budget ? left : 0) : Paced(seq, left, std::min(left, *budget));
+    const int32_t n = !config_.kv_cache ? (left <= *budget ? left : 0)
+                                        : Paced(seq, left, std::min(left, *budget));
     if (n == 0) break;
     // Blocks it will hold, and free blocks that takes (cached ones may be free already).
     const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);

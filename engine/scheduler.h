@@ -149,10 +149,10 @@ class Scheduler {
   std::vector<TenantState> tenants_;
   absl::flat_hash_map<std::string, int32_t> tenant_by_name_;
   PrefillLimits limits_;
-  bool paced_ = false;         // this step applies limits_ (some long work is paced)
+  bool paced_ = false;                    // this step applies limits_ (some long work is paced)
   std::vector<int32_t> short_by_tenant_;  // sequences with short work, per tenant
   int32_t num_short_ = 0;                 // their sum
-  int32_t long_chunk_ = 0;     // this step's chunk for long prompts while paced_
+  int32_t long_chunk_ = 0;                // this step's chunk for long prompts while paced_
   int64_t num_preemptions_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
