@@ -239,7 +239,11 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     const int32_t left = seq->num_tokens() - start;
     const int32_t n = !config_.kv_cache ? (left <= *budget ? left : 0)
                                         : Paced(seq, left, std::min(left, *budget));
-    if (n == 0) break;
+    if (n == 0) {
+      if (!config_.kv_cache) break;
+      blocked[seq->tenant_index] = true;  // held by pacing: other tenants may still start
+      continue;
+    }
     // Blocks it will hold, and free blocks that takes (cached ones may be free already).
     const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);
     const int32_t need = grow - hit + kv_->NumFreeAmong(cached);

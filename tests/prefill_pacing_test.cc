@@ -215,6 +215,18 @@ TEST_F(PacedSchedulerTest, WithNoShortWorkLongPromptsTakeTheIdleChunk) {
   EXPECT_EQ(TokensOf(Step(), prompt), 76);
 }
 
+TEST_F(PacedSchedulerTest, AHeldLongPromptDoesNotKeepAnotherTenantWaiting) {
+  Sequence* decoder = Add("a", 4);
+  Step();
+  Sequence* prompt = Add("b", 200);  // first in line
+  Sequence* short_prompt = Add("a", 4);
+  scheduler_.SetPrefillLimits({.short_len = 8, .long_chunk = 0, .heavy_context = 1000});
+  const SchedulerOutput out = Step();
+  EXPECT_EQ(TokensOf(out, decoder), 1);
+  EXPECT_EQ(TokensOf(out, prompt), 0);
+  EXPECT_EQ(TokensOf(out, short_prompt), 4);
+}
+
 TEST_F(PacedSchedulerTest, AHoldThatWouldLeaveTheStepEmptyRunsShortLenTokens) {
   // Tenant a's only work is a short prompt its KV cap keeps waiting.
   scheduler_.SetTenants({{.name = "a", .kv_cache_cap_blocks = 1}, {.name = "b"}});
