@@ -23,6 +23,7 @@
 #include "bench/metrics.h"
 #include "bench/openai_call.h"
 #include "bench/report.h"
+#include "bench/stream_call.h"
 #include "bench/tenant_report.h"
 #include "bench/tenant_spec.h"
 #include "client/generation_client.h"
@@ -41,7 +42,7 @@ absl::StatusOr<v1::ModelInfo> FetchModelInfo(v1::Generation::Stub* stub, const B
   grpc::Status status;
   for (int attempt = 1; attempt <= kAttempts; ++attempt) {
     grpc::ClientContext context;
-    if (!api_key.empty()) context.AddMetadata("authorization", "Bearer " + api_key);
+    AddApiKey(&context, api_key);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::ModelInfo info;
     status = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);

@@ -26,10 +26,6 @@ struct Latency {
   double e2e_ms = 0;
 };
 
-void AddKey(grpc::ClientContext* context, const std::string& key) {
-  if (!key.empty()) context->AddMetadata("authorization", "Bearer " + key);
-}
-
 absl::StatusOr<Latency> RunVictimOnce(v1::Generation::Stub* stub, int tokens,
                                       const std::string& key) {
   v1::GenerateRequest r;
@@ -38,7 +34,7 @@ absl::StatusOr<Latency> RunVictimOnce(v1::Generation::Stub* stub, int tokens,
   r.set_temperature(0);
   r.set_ignore_eos(true);
   grpc::ClientContext context;
-  AddKey(&context, key);
+  AddApiKey(&context, key);
   const double start = NowSeconds();
   auto reader = stub->Generate(&context, r);
   v1::GenerateResponse response;
@@ -110,7 +106,7 @@ class Attackers {
     std::mt19937_64 rng(o.seed + a);
     while (!stop_) {
       grpc::ClientContext context;
-      AddKey(&context, o.attacker_key);
+      AddApiKey(&context, o.attacker_key);
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) return;
@@ -173,7 +169,7 @@ absl::Status RunVictim(const VictimOptions& o) {
   v1::ModelInfo info;
   {
     grpc::ClientContext context;
-    AddKey(&context, o.victim_key);
+    AddApiKey(&context, o.victim_key);
     const grpc::Status s = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
     if (!s.ok()) return absl::UnavailableError(absl::StrCat("GetModelInfo: ", s.error_message()));
   }

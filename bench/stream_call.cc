@@ -11,9 +11,7 @@ class StreamCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
   StreamCall(const CallOptions& options, const v1::GenerateRequest& request, RequestRecord* record,
              std::function<void()> done)
       : request_(request), record_(record), done_(std::move(done)) {
-    if (!options.api_key.empty()) {
-      context_.AddMetadata("authorization", "Bearer " + options.api_key);
-    }
+    AddApiKey(&context_, options.api_key);
     if (options.request_timeout_s > 0) {
       context_.set_deadline(
           std::chrono::system_clock::now() +
@@ -67,6 +65,10 @@ class StreamCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
 };
 
 }  // namespace
+
+void AddApiKey(grpc::ClientContext* context, const std::string& api_key) {
+  if (!api_key.empty()) context->AddMetadata("authorization", "Bearer " + api_key);
+}
 
 std::string StatusCodeName(grpc::StatusCode code) {
   switch (code) {

@@ -16,6 +16,9 @@ struct CallOptions {
   double request_timeout_s = 0;  // per-request deadline; 0 = none
 };
 
+// Sends `api_key` as "authorization: Bearer <key>" on `context`; nothing when it is empty.
+void AddApiKey(grpc::ClientContext* context, const std::string& api_key);
+
 // The name of a gRPC status code ("OK", "UNAVAILABLE", ...).
 std::string StatusCodeName(grpc::StatusCode code);
 

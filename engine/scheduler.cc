@@ -86,22 +86,27 @@ bool Scheduler::IsLong(const Sequence* seq, int32_t left) const {
 int32_t Scheduler::CountWork() {
   short_by_tenant_.assign(tenants_.size(), 0);
   num_short_ = 0;
-  const auto for_each = [&](auto fn) {
-    for (const Sequence* s : running_) fn(s);
-    for (const Sequence* s : waiting_) fn(s);
-  };
-  for_each([&](const Sequence* s) {
+  // Pacing is only ever across tenants: with fewer than two active, nothing is paced.
+  const auto active = std::count_if(tenants_.begin(), tenants_.end(),
+                                    [](const TenantState& t) { return t.active(); });
+  if (active < 2) return 0;
+  std::vector<int32_t> long_by_tenant(tenants_.size(), 0);
+  const auto count = [&](const Sequence* s) {
     const int32_t left = s->num_uncomputed();
-    if (left > 0 && !IsLong(s, left)) {
+    if (left <= 0) return;
+    if (IsLong(s, left)) {
+      ++long_by_tenant[s->tenant_index];
+    } else {
       ++short_by_tenant_[s->tenant_index];
       ++num_short_;
     }
-  });
+  };
+  for (const Sequence* s : running_) count(s);
+  for (const Sequence* s : waiting_) count(s);
   int32_t paced = 0;
-  for_each([&](const Sequence* s) {
-    const int32_t left = s->num_uncomputed();
-    if (left > 0 && IsLong(s, left) && PacedFor(s)) ++paced;
-  });
+  for (size_t t = 0; t < tenants_.size(); ++t) {
+    if (num_short_ > short_by_tenant_[t]) paced += long_by_tenant[t];
+  }
   return paced;
 }
 
