@@ -6,6 +6,7 @@
 //                   sequences of --context prompt tokens, and the ratio to batch 1
 //   --mode profile  wall time per op per step (ms/step, % of step) of the prefill chunk and
 //                   the decode steps, at each of --batch-sizes (see decode_profile.h)
+//   --mode preempt  recompute vs swap under KV-memory pressure (see decode_preempt.h)
 //   --mode waste    KV-cache waste (reserved slots not holding a live token, over reserved
 //                   slots) sampled every step over a mixed-length workload
 //
@@ -24,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/decode_preempt.h"
 #include "bench/decode_profile.h"
 #include "common/flag_spelling.h"
 #include "common/mutex.h"
@@ -33,7 +35,7 @@
 #include "model/llama_config.h"
 #include "model/make_model.h"
 
-ABSL_FLAG(std::string, mode, "batch", "kv, batch, profile or waste");
+ABSL_FLAG(std::string, mode, "batch", "kv, batch, profile, preempt or waste");
 ABSL_FLAG(std::string, preset, "25m", "make-model preset built in memory (when --model is empty)");
 ABSL_FLAG(std::string, model, "", "GGUF model file instead of a preset");
 ABSL_FLAG(std::string, dtype, "f32", "weight type of the in-memory preset: f32, f16 or bf16");
@@ -47,7 +49,11 @@ ABSL_FLAG(int32_t, context, 128, "--mode batch/profile: prompt tokens per sequen
 ABSL_FLAG(int32_t, decode_tokens, 32, "tokens generated per sequence");
 ABSL_FLAG(int32_t, block_size, 16, "KV block size");
 ABSL_FLAG(int64_t, kv_cache_memory, 0, "KV cache bytes (0 = engine default)");
-ABSL_FLAG(int32_t, requests, 128, "--mode waste: requests in the mixed workload");
+ABSL_FLAG(int32_t, requests, 128,
+          "--mode waste: requests in the mixed workload; --mode preempt: requests at once");
+ABSL_FLAG(int32_t, num_blocks, 0,
+          "--mode preempt: KV blocks (0 = a third of what the requests at full length need)");
+ABSL_FLAG(int32_t, swap_blocks, 0, "--mode preempt: swap-space blocks (0 = --num-blocks)");
 
 namespace pagoda::bench {
 namespace {
@@ -236,6 +242,21 @@ int RunProfileMode() {
   });
 }
 
+int RunPreemptMode() {
+  const PreemptOptions options{.requests = absl::GetFlag(FLAGS_requests),
+                               .prompt = absl::GetFlag(FLAGS_context),
+                               .output = absl::GetFlag(FLAGS_decode_tokens),
+                               .num_blocks = absl::GetFlag(FLAGS_num_blocks),
+                               .swap_blocks = absl::GetFlag(FLAGS_swap_blocks),
+                               .block_size = absl::GetFlag(FLAGS_block_size),
+                               .model_label = absl::GetFlag(FLAGS_model).empty()
+                                                  ? absl::GetFlag(FLAGS_preset)
+                                                  : absl::GetFlag(FLAGS_model)};
+  return RunPreempt(options, [](engine::EngineConfig config, BackendWrap wrap) {
+    return MakeEngine(config, wrap);
+  });
+}
+
 int RunWaste() {
   auto engine = MakeEngine({.max_seqs = 256});
   if (!engine.ok()) {
@@ -283,7 +304,7 @@ int RunWaste() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "pagoda-decode-bench --mode kv|batch|profile|waste [--preset NAME] ...");
+      "pagoda-decode-bench --mode kv|batch|profile|preempt|waste [--preset NAME] ...");
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i)
     args.push_back(i == 0 ? argv[0] : pagoda::NormalizeFlagSpelling(argv[i]));
@@ -294,7 +315,8 @@ int main(int argc, char** argv) {
   if (mode == "kv") return pagoda::bench::RunKv();
   if (mode == "batch") return pagoda::bench::RunBatch();
   if (mode == "profile") return pagoda::bench::RunProfileMode();
+  if (mode == "preempt") return pagoda::bench::RunPreemptMode();
   if (mode == "waste") return pagoda::bench::RunWaste();
-  std::fprintf(stderr, "--mode must be kv, batch, profile or waste\n");
+  std::fprintf(stderr, "--mode must be kv, batch, profile, preempt or waste\n");
   return 2;
 }

@@ -67,6 +67,11 @@ struct EngineConfig {
   // "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
+  // When blocks run out, the victim recomputes or swaps out to `swap_space` bytes of host
+  // memory (page-locked on CUDA), recomputing when that is full; kAuto picks by backend
+  // (the CLI's default). Off when kv_cache is false.
+  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  int64_t swap_space = 0;  // bytes; 0 = the KV cache's own size
   // Prefill pacing (engine/prefill_pacer.h): while decodes or short prompts share a step
   // with a long prompt's prefill, its chunk is sized so the step takes at most this many
   // times a step without it. 0 = off (chunks take the whole budget); otherwise > 1.
@@ -106,6 +111,13 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   int64_t prefix_cache_evictions = 0;
+  // Swap preemption: preemptions that swapped out and swap-ins, ever; sequences waiting
+  // swapped out now; the swap space's blocks (0 without swap) and the free ones.
+  int64_t num_swap_outs = 0;
+  int64_t num_swap_ins = 0;
+  int32_t num_swapped = 0;
+  int32_t num_swap_blocks = 0;
+  int32_t num_free_swap_blocks = 0;
   std::vector<TenantStats> tenants;  // configured tenants plus "" when it has requests
   absl::Time last_step_time = absl::InfinitePast();
 };

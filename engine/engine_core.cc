@@ -104,8 +104,32 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   core->cache_salt_ = absl::StrCat(
       mc.architecture, "/", mc.vocab_size, "/", mc.num_layers, "/", mc.dim, "/", mc.num_heads, "/",
       mc.num_kv_heads, "/", mc.head_dim, "/", std::string(kernels::DTypeName(kv_dtype)), "/");
+  // Swap space: host blocks of the cache's shape.
+  kernels::PagedKvCache swap{nullptr, shape};
+  swap.shape.num_blocks = 0;
+  // kAuto: swap on CPU, where it was measured faster than recomputing; recompute on CUDA
+  // until a GPU measurement says otherwise (docs/BENCH.md, "Preemption").
+  const bool swap_mode =
+      config.preemption_mode == PreemptionMode::kSwap ||
+      (config.preemption_mode == PreemptionMode::kAuto && core->backend_->name() == "cpu");
+  if (swap_mode && config.kv_cache) {
+    const int64_t host_blocks =
+        config.swap_space > 0
+            ? std::min<int64_t>(config.swap_space / static_cast<int64_t>(shape.bytes_per_block()),
+                                int64_t{1} << 30)
+            : shape.num_blocks;
+    if (host_blocks <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine: swap space of ", config.swap_space, " bytes holds no KV block (",
+                       shape.bytes_per_block(), " bytes each); give a larger --swap-space"));
+    }
+    swap.shape.num_blocks = static_cast<int32_t>(host_blocks);
+    ASSIGN_OR_RETURN(core->swap_buffer_, core->backend_->AllocateHost(swap.shape.total_bytes()));
+    swap.data = core->swap_buffer_.data();
+  }
   core->kv_ = std::make_unique<KvCacheManager>(shape.num_blocks, config.block_size,
-                                               config.enable_prefix_caching && config.kv_cache);
+                                               config.enable_prefix_caching && config.kv_cache,
+                                               PrefixHasher(), swap.shape.num_blocks);
   SchedulerConfig sc{.max_batched_tokens = config.max_batched_tokens,
                      .max_seqs = config.max_seqs,
                      .kv_cache = config.kv_cache};
@@ -113,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   if (!config.kv_cache) sc.max_batched_tokens = std::max(sc.max_batched_tokens, mc.context_length);
   core->scheduler_ =
       std::make_unique<Scheduler>(sc, core->kv_.get(), MakePolicy(core->fair_share_));
-  core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache);
+  core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache, swap);
   core->pacer_ = std::make_unique<PrefillPacer>(config.kv_cache ? config.max_decode_slowdown : 0,
                                                 config.max_batched_tokens);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
@@ -310,6 +334,13 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->prefix_cache_queries = scheduler_->prefix_cache_queries();
   stats->prefix_cache_hits = scheduler_->prefix_cache_hits();
   stats->prefix_cache_evictions = kv_->pool().num_evictions();
+  stats->num_swap_outs = scheduler_->num_swap_outs();
+  stats->num_swap_ins = scheduler_->num_swap_ins();
+  stats->num_swapped =
+      static_cast<int32_t>(std::count_if(scheduler_->waiting().begin(), scheduler_->waiting().end(),
+                                         [](const Sequence* s) { return s->swapped; }));
+  stats->num_swap_blocks = kv_->num_host_blocks();
+  stats->num_free_swap_blocks = kv_->num_free_host_blocks();
   stats->num_steps = num_steps_;
   stats->num_aborted = num_aborted_;
   stats->last_step_time = last_step_time_;

@@ -80,6 +80,7 @@ class Engine::Core {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::LlamaModel> model_;
   kernels::DeviceBuffer kv_buffer_;
+  kernels::DeviceBuffer swap_buffer_;  // host swap space (swap preemption only)
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;

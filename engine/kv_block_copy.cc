@@ -7,18 +7,28 @@
 namespace pagoda::engine {
 namespace {
 
-// Copies `bytes` at byte offset `src` of `plane` to byte offset `dst` through `staging`.
-absl::Status CopyRange(kernels::Backend& backend, char* plane, size_t src, size_t dst, size_t bytes,
-                       std::vector<char>& staging) {
+// Copies `count` blocks of `bytes_per_block` bytes each, starting at block `first.src` of
+// `src` to block `first.dst` of `dst` (both the start of a per-layer array indexed by block).
+absl::Status CopyBlocks(kernels::Backend& backend, const BlockCopy& first, int32_t count,
+                        size_t bytes_per_block, const char* src, char* dst,
+                        std::vector<char>& staging) {
+  const size_t bytes = bytes_per_block * count;
+  const char* from = src + first.src * bytes_per_block;
+  char* to = dst + first.dst * bytes_per_block;
+  if (first.kind != CopyKind::kDevice) {
+    return backend.CopyHostAsync(to, from, bytes, first.kind == CopyKind::kToHost);
+  }
   staging.resize(bytes);
-  RETURN_IF_ERROR(backend.CopyToHost(staging.data(), plane + src, bytes));
-  return backend.CopyToDevice(plane + dst, staging.data(), bytes);
+  RETURN_IF_ERROR(backend.CopyToHost(staging.data(), from, bytes));
+  return backend.CopyToDevice(to, staging.data(), bytes);
 }
 
-}  // namespace
-
-absl::Status CopyKvBlocks(kernels::Backend& backend, const kernels::PagedKvCache& cache,
-                          absl::Span<const BlockCopy> copies) {
+// Copies a run of `count` blocks starting with `first`.
+absl::Status CopyRun(kernels::Backend& backend, const kernels::PagedKvCache& cache,
+                     const kernels::PagedKvCache& swap, const BlockCopy& first, int32_t count,
+                     std::vector<char>& staging) {
+  const kernels::PagedKvCache& from = first.kind == CopyKind::kFromHost ? swap : cache;
+  const kernels::PagedKvCache& to = first.kind == CopyKind::kToHost ? swap : cache;
   const kernels::KvCacheShape& s = cache.shape;
   const size_t data_bytes =
       static_cast<size_t>(int64_t{s.block_size} * s.token_elems()) * kernels::DTypeSize(s.dtype);
@@ -26,22 +36,37 @@ absl::Status CopyKvBlocks(kernels::Backend& backend, const kernels::PagedKvCache
   // V's scale per token and head.
   const size_t k_param_bytes = static_cast<size_t>(s.num_kv_heads) * 2 * s.head_dim * sizeof(float);
   const size_t v_scale_bytes = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
-  std::vector<char> staging;
-  for (const BlockCopy& c : copies) {
-    for (int32_t layer = 0; layer < s.num_layers; ++layer) {
-      for (int32_t kind = 0; kind < 2; ++kind) {
-        char* plane = static_cast<char*>(cache.Plane(layer, kind));
-        RETURN_IF_ERROR(
-            CopyRange(backend, plane, c.src * data_bytes, c.dst * data_bytes, data_bytes, staging));
-      }
-      if (!s.has_scales()) continue;
-      char* k_params = reinterpret_cast<char*>(cache.KParams(layer));
-      RETURN_IF_ERROR(CopyRange(backend, k_params, c.src * k_param_bytes, c.dst * k_param_bytes,
-                                k_param_bytes, staging));
-      char* v_scales = reinterpret_cast<char*>(cache.VScales(layer));
-      RETURN_IF_ERROR(CopyRange(backend, v_scales, c.src * v_scale_bytes, c.dst * v_scale_bytes,
-                                v_scale_bytes, staging));
+  for (int32_t layer = 0; layer < s.num_layers; ++layer) {
+    for (int32_t kind = 0; kind < 2; ++kind) {
+      RETURN_IF_ERROR(CopyBlocks(backend, first, count, data_bytes,
+                                 static_cast<const char*>(from.Plane(layer, kind)),
+                                 static_cast<char*>(to.Plane(layer, kind)), staging));
     }
+    if (!s.has_scales()) continue;
+    RETURN_IF_ERROR(CopyBlocks(backend, first, count, k_param_bytes,
+                               reinterpret_cast<const char*>(from.KParams(layer)),
+                               reinterpret_cast<char*>(to.KParams(layer)), staging));
+    RETURN_IF_ERROR(CopyBlocks(backend, first, count, v_scale_bytes,
+                               reinterpret_cast<const char*>(from.VScales(layer)),
+                               reinterpret_cast<char*>(to.VScales(layer)), staging));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CopyKvBlocks(kernels::Backend& backend, const kernels::PagedKvCache& cache,
+                          const kernels::PagedKvCache& swap, absl::Span<const BlockCopy> copies) {
+  std::vector<char> staging;
+  size_t i = 0;
+  while (i < copies.size()) {
+    size_t j = i + 1;
+    while (j < copies.size() && copies[j].kind == copies[i].kind &&
+           copies[j].src == copies[j - 1].src + 1 && copies[j].dst == copies[j - 1].dst + 1) {
+      ++j;
+    }
+    RETURN_IF_ERROR(CopyRun(backend, cache, swap, copies[i], static_cast<int32_t>(j - i), staging));
+    i = j;
   }
   return absl::OkStatus();
 }

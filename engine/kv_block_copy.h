@@ -1,5 +1,6 @@
-// Copies whole KV blocks (every layer, K and V, int8 scales included) inside the paged
-// cache: the copy half of copy on write.
+// Copies whole KV blocks (every layer, K and V, int8 parameters included): inside the paged
+// cache (the copy half of copy on write) and between it and the host swap space (swap
+// preemption).
 #pragma once
 
 #include "absl/status/status.h"
@@ -10,10 +11,12 @@
 
 namespace pagoda::engine {
 
-// Copies each block `src` of `cache` into its `dst`, in order, through host memory (a
-// backend-neutral path; copies are rare: one per forked sample). The backend's error
-// otherwise.
+// Runs `copies` in order: kDevice ones inside `cache` through host memory (a backend-neutral
+// path; they are rare: one per forked sample), kToHost/kFromHost ones between `cache` and
+// `swap` (the same shape but for its block count, in Backend::AllocateHost memory) queued
+// with Backend::CopyHostAsync. Runs of consecutive source and destination blocks are copied
+// as one range per layer. The backend's error otherwise.
 absl::Status CopyKvBlocks(kernels::Backend& backend, const kernels::PagedKvCache& cache,
-                          absl::Span<const BlockCopy> copies);
+                          const kernels::PagedKvCache& swap, absl::Span<const BlockCopy> copies);
 
 }  // namespace pagoda::engine

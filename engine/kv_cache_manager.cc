@@ -6,11 +6,12 @@
 namespace pagoda::engine {
 
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching,
-                               PrefixHasher hasher)
+                               PrefixHasher hasher, int32_t num_host_blocks)
     : block_size_(block_size),
       prefix_caching_(prefix_caching),
       hasher_(hasher),
-      pool_(num_blocks) {}
+      pool_(num_blocks),
+      host_pool_(num_host_blocks) {}
 
 int32_t KvCacheManager::BlocksFor(int32_t num_tokens) const {
   return (num_tokens + block_size_ - 1) / block_size_;
@@ -52,10 +53,54 @@ bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens, int32_t first_write,
 
 void KvCacheManager::Free(SeqId seq) {
   registered_.erase(seq);
+  if (const auto h = host_tables_.find(seq); h != host_tables_.end()) {
+    for (int32_t b : h->second) host_pool_.Release(b);
+    host_tables_.erase(h);
+  }
   const auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) pool_.Release(*b);
   tables_.erase(it);
+}
+
+bool KvCacheManager::CanSwapOut(SeqId seq, int32_t num_computed) const {
+  const auto have = static_cast<int32_t>(BlockTable(seq).size());
+  return std::min(BlocksFor(num_computed), have) <= host_pool_.num_free();
+}
+
+void KvCacheManager::SwapOut(SeqId seq, int32_t num_computed, std::vector<BlockCopy>* copies) {
+  assert(!host_tables_.contains(seq));
+  const std::vector<int32_t>& table = BlockTable(seq);
+  const int32_t n = std::min(BlocksFor(num_computed), static_cast<int32_t>(table.size()));
+  std::vector<int32_t> host;
+  host_pool_.Allocate(n, &host);
+  for (int32_t i = 0; i < n; ++i) {
+    copies->push_back({.src = table[i], .dst = host[i], .kind = CopyKind::kToHost});
+  }
+  Free(seq);
+  host_tables_[seq] = std::move(host);
+}
+
+int32_t KvCacheManager::NumSwapped(SeqId seq) const {
+  const auto it = host_tables_.find(seq);
+  return it == host_tables_.end() ? 0 : static_cast<int32_t>(it->second.size());
+}
+
+bool KvCacheManager::SwapIn(SeqId seq, std::vector<BlockCopy>* copies) {
+  const auto it = host_tables_.find(seq);
+  if (it == host_tables_.end()) return true;
+  const auto n = static_cast<int32_t>(it->second.size());
+  if (n > pool_.num_free() || !BlockTable(seq).empty()) return false;
+  std::vector<int32_t>& table = tables_[seq];
+  pool_.Allocate(n, &table);
+  for (int32_t i = 0; i < n; ++i) {
+    copies->push_back({.src = it->second[i], .dst = table[i], .kind = CopyKind::kFromHost});
+  }
+  // The copies run in order, so a later swap-out may reuse these host blocks this step.
+  for (int32_t b : it->second) host_pool_.Release(b);
+  host_tables_.erase(it);
+  registered_[seq] = 0;  // fresh blocks: named again as OnStepDone sees them
+  return true;
 }
 
 void KvCacheManager::Fork(SeqId parent, SeqId child) {

@@ -22,17 +22,26 @@ namespace pagoda::engine {
 
 using SeqId = uint64_t;
 
-// Copy the contents of block `src` into block `dst` before the step runs.
+// Where a block copy goes: inside the cache (copy on write), or between the cache and the
+// host swap space (swap preemption).
+enum class CopyKind : uint8_t { kDevice, kToHost, kFromHost };
+
+// Copy the contents of block `src` into block `dst` before the step runs. kToHost: `dst` is
+// a swap-space block; kFromHost: `src` is. A step's copies run in the order listed.
 struct BlockCopy {
   int32_t src = 0;
   int32_t dst = 0;
+  CopyKind kind = CopyKind::kDevice;
+
+  bool operator==(const BlockCopy&) const = default;
 };
 
 class KvCacheManager {
  public:
   // `prefix_caching`: full blocks are indexed by hash and reused (see BlockPool).
+  // `num_host_blocks`: blocks of host swap space (0: none, preemption recomputes).
   KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching = false,
-                 PrefixHasher hasher = PrefixHasher());
+                 PrefixHasher hasher = PrefixHasher(), int32_t num_host_blocks = 0);
 
   // Blocks that `num_tokens` tokens occupy: ceil(num_tokens / block_size).
   int32_t BlocksFor(int32_t num_tokens) const;
@@ -46,7 +55,19 @@ class KvCacheManager {
                std::vector<BlockCopy>* copies = nullptr);
   // Returns every block of `seq` to the pool (last block first, so a chain's deepest block
   // is evicted before its parents) and forgets its table. Full registered blocks stay cached.
+  // Host blocks it holds (swapped out) go back to the swap space.
   void Free(SeqId seq);
+
+  // Swap space. Whether it has room for the blocks of `seq`'s first `num_computed` tokens.
+  bool CanSwapOut(SeqId seq, int32_t num_computed) const;
+  // Copies the blocks of `seq`'s first `num_computed` tokens to fresh host blocks (kToHost,
+  // appended to `copies`) and frees all its blocks; precondition: CanSwapOut, not swapped.
+  void SwapOut(SeqId seq, int32_t num_computed, std::vector<BlockCopy>* copies);
+  // Host blocks swapped-out `seq` holds (0 when it is not swapped out).
+  int32_t NumSwapped(SeqId seq) const;
+  // Copies swapped-out `seq` back into fresh blocks (kFromHost, appended to `copies`) and
+  // frees its host blocks. Returns false, changing nothing, when too few blocks are free.
+  bool SwapIn(SeqId seq, std::vector<BlockCopy>* copies);
   // Gives `child` (no table yet) the blocks of `parent`, shared (one more reference each).
   void Fork(SeqId parent, SeqId child);
 
@@ -79,6 +100,8 @@ class KvCacheManager {
   int32_t num_sequences() const { return static_cast<int32_t>(tables_.size()); }
   double usage() const { return pool_.usage(); }
   const BlockPool& pool() const { return pool_; }
+  int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
+  int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
 
  private:
   int32_t block_size_;
@@ -87,6 +110,8 @@ class KvCacheManager {
   BlockPool pool_;
   absl::flat_hash_map<SeqId, std::vector<int32_t>> tables_;
   absl::flat_hash_map<SeqId, int32_t> registered_;  // leading blocks already named by hash
+  BlockPool host_pool_;                             // the swap space
+  absl::flat_hash_map<SeqId, std::vector<int32_t>> host_tables_;  // swapped-out sequences
 };
 
 }  // namespace pagoda::engine

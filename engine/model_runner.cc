@@ -34,9 +34,10 @@ void ModelRunner::BuildBatch(const SchedulerOutput& output, kernels::BatchInput*
 }
 
 absl::Status ModelRunner::Execute(const SchedulerOutput& output, std::vector<float>* logits) {
-  // Copies on write first: the chunks may write into the copies.
-  if (!output.copies.empty())
-    RETURN_IF_ERROR(CopyKvBlocks(*model_->backend(), cache_, output.copies));
+  // Block copies first: the chunks may write into the copies and read what swaps in.
+  if (!output.copies.empty()) {
+    RETURN_IF_ERROR(CopyKvBlocks(*model_->backend(), cache_, swap_, output.copies));
+  }
   BuildBatch(output, &batch_);
   logits->resize(static_cast<size_t>(batch_.num_logits()) * model_->config().vocab_size);
   return model_->Forward(batch_, cache_, logits->data());

@@ -14,8 +14,10 @@ namespace pagoda::engine {
 
 class ModelRunner {
  public:
-  ModelRunner(model::LlamaModel* model, const KvCacheManager* kv, kernels::PagedKvCache cache)
-      : model_(model), kv_(kv), cache_(cache) {}
+  // `swap`: the host swap space (a view of no blocks when there is none).
+  ModelRunner(model::LlamaModel* model, const KvCacheManager* kv, kernels::PagedKvCache cache,
+              kernels::PagedKvCache swap = {})
+      : model_(model), kv_(kv), cache_(cache), swap_(swap) {}
 
   // True when `chunk` computes the last uncomputed token of its sequence, so the step
   // yields that sequence's next token.
@@ -23,8 +25,9 @@ class ModelRunner {
     return chunk.seq->num_computed + chunk.num_tokens == chunk.seq->num_tokens();
   }
 
-  // Runs the block copies, then the chunks (before the scheduler advances their computed
-  // counts). `logits` gets one vocab-sized row per sampling chunk, in chunk order.
+  // Runs the block copies (copy on write, swap out and in), then the chunks (before the scheduler
+  // advances their computed counts). `logits` gets one vocab-sized row per sampling chunk, in chunk
+  // order.
   absl::Status Execute(const SchedulerOutput& output, std::vector<float>* logits);
 
   // The batch description of `output` (exposed for tests).
@@ -34,6 +37,7 @@ class ModelRunner {
   model::LlamaModel* model_;
   const KvCacheManager* kv_;
   kernels::PagedKvCache cache_;
+  kernels::PagedKvCache swap_;
   kernels::BatchInput batch_;
 };
 

@@ -274,13 +274,21 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
 void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
                       SchedulerOutput* out, int32_t* budget) {
   TenantState& tenant = tenants_[seq->tenant_index];
+  const bool swapped = seq->swapped;
+  if (swapped) {
+    const int32_t before = UsedBlocks();
+    kv_->SwapIn(seq->id, &out->copies);  // the caller checked the blocks are free
+    tenant.num_blocks_held += UsedBlocks() - before;
+    seq->swapped = false;
+    ++num_swap_ins_;
+  }
   if (!cached.empty()) {
     const int32_t before = UsedBlocks();
     kv_->TakeCached(seq->id, cached);
     tenant.num_blocks_held += UsedBlocks() - before;  // cached blocks that were free
     seq->num_computed = static_cast<int32_t>(cached.size()) * kv_->block_size();
   }
-  if (kv_->prefix_caching()) {  // waiting sequences always start from scratch
+  if (kv_->prefix_caching() && !swapped) {  // the others start from scratch
     prefix_cache_queries_ += seq->num_tokens();
     prefix_cache_hits_ += seq->num_computed;
   }
@@ -359,16 +367,23 @@ void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
 
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
-  // A copy into one of its blocks (copy on write this step) is moot: the block goes back.
-  const std::vector<int32_t>& table = kv_->BlockTable(seq->id);
-  std::erase_if(out->copies, [&](const BlockCopy& c) {
-    return std::find(table.begin(), table.end(), c.dst) != table.end();
-  });
-  FreeBlocks(seq);
   TenantState& tenant = tenants_[seq->tenant_index];
+  // The step's copies run in the order listed: one made earlier into its blocks (copy on
+  // write, swap in) lands before a swap-out reads them, and one into a block freed here
+  // lands before any later use of the block (this step's later copies, then the chunks).
+  if (seq->num_computed > 0 && kv_->num_host_blocks() > 0 &&
+      kv_->CanSwapOut(seq->id, seq->num_computed)) {
+    const int32_t before = UsedBlocks();
+    kv_->SwapOut(seq->id, seq->num_computed, &out->copies);
+    tenant.num_blocks_held -= before - UsedBlocks();
+    seq->swapped = true;
+    ++num_swap_outs_;
+  } else {
+    FreeBlocks(seq);
+    seq->num_computed = 0;
+  }
   --tenant.num_running;
   ++tenant.num_waiting;
-  seq->num_computed = 0;
   seq->status = SeqStatus::kWaiting;
   ++seq->num_preemptions;
   ++num_preemptions_;

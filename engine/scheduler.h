@@ -3,6 +3,10 @@
 // ones in policy order while budget, sequence cap and free blocks allow. There are no
 // prefill/decode phases, only computed vs. needed tokens. It never runs the model.
 //
+// A preempted sequence either loses its K/V (recompute: it starts over, its full blocks
+// left in the prefix cache) or, when the KV cache manager has host swap space with room,
+// has its computed blocks copied out and back in when it runs again (swap).
+//
 // Tenant quotas live here (the policy only orders): a tenant's sequences never hold more
 // than kv_cache_cap_blocks distinct blocks (one its forks or cache hits share counts once),
 // never run more than max_running_requests at once, and the unused part of every other
@@ -87,6 +91,9 @@ class Scheduler {
   int32_t FindTenant(const std::string& name) const;
   const SchedulingPolicy& policy() const { return *policy_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Preemptions that swapped the sequence out (the rest recomputed), and swap-ins, ever.
+  int64_t num_swap_outs() const { return num_swap_outs_; }
+  int64_t num_swap_ins() const { return num_swap_ins_; }
   // Prefix cache lookups at admission: tokens looked up and tokens found, ever.
   int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
   int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
@@ -118,7 +125,8 @@ class Scheduler {
   bool MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out, int32_t* budget);
   // Preempts running `victim`, returning its chunk (if any) to the budget.
   void PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out, int32_t* budget);
-  // Frees the blocks of `seq` and requeues it at the front of the waiting queue.
+  // Swaps `seq`'s computed blocks out when the KV cache manager has swap space with room
+  // for them, else frees them (recompute); requeues it at the front of the waiting queue.
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Tokens `seq` may run this step within `budget`; 0 when it must wait.
   int32_t ChunkSize(const Sequence* seq, int32_t budget) const;
@@ -154,6 +162,8 @@ class Scheduler {
   int32_t num_short_ = 0;                 // their sum
   int32_t long_chunk_ = 0;                // this step's chunk for long prompts while paced_
   int64_t num_preemptions_ = 0;
+  int64_t num_swap_outs_ = 0;
+  int64_t num_swap_ins_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
 };

@@ -35,6 +35,9 @@ struct Sequence {
   int32_t num_computed = 0;      // tokens whose K/V are in the cache
   SeqStatus status = SeqStatus::kWaiting;
   int32_t num_preemptions = 0;
+  // Preempted with its K/V swapped out to host memory: it waits with num_computed kept and
+  // swaps back in when it runs again.
+  bool swapped = false;
   uint64_t seed = 0;
   int32_t tenant_index = 0;  // into Scheduler::tenants(); set by Scheduler::Add
 

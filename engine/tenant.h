@@ -32,6 +32,13 @@ enum class PolicyKind : int8_t {
   kFairShare,  // weighted fair share of served tokens (virtual token counter)
 };
 
+// What preemption does with the victim's K/V (EngineConfig::preemption_mode).
+enum class PreemptionMode : int8_t {
+  kRecompute,  // drop it; the sequence starts over (its full blocks stay in the prefix cache)
+  kSwap,       // copy it to host memory and back when the sequence runs again
+  kAuto,       // by measurement (docs/BENCH.md, "Preemption"): swap on CPU, recompute on CUDA
+};
+
 // A tenant's live accounting in the scheduler (engine thread only). Tenants named by a
 // request but absent from the table get default terms and `configured` false.
 struct TenantState {

@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,19 @@ absl::StatusOr<OwnedTensor> Backend::AllocateTensor(DType dtype, int64_t rows, i
   ASSIGN_OR_RETURN(t.buffer, Allocate(bytes == 0 ? DTypeBlockBytes(dtype) : bytes));
   t.view = Tensor::Make(t.buffer.data(), dtype, rows, cols);
   return t;
+}
+
+absl::StatusOr<DeviceBuffer> Backend::AllocateHost(size_t bytes) {
+  void* p = std::malloc(std::max<size_t>(bytes, 1));
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+  }
+  return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+absl::Status Backend::CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host) {
+  return to_host ? CopyToHost(dst, src, bytes) : CopyToDevice(dst, src, bytes);
 }
 
 absl::StatusOr<OwnedTensor> Backend::CreateWeightRaw(DType type, const void* data, int64_t rows,

@@ -43,6 +43,13 @@ class Backend {
   // Host-to-backend and backend-to-host copies of raw bytes; the latter waits for queued ops.
   virtual absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  // Host memory of `bytes` bytes that KV blocks are swapped out to: page-locked on CUDA, so
+  // swap copies run asynchronously at bus speed. The default is ordinary host memory.
+  virtual absl::StatusOr<DeviceBuffer> AllocateHost(size_t bytes);
+  // Queues a copy of `bytes` between backend memory and AllocateHost memory (`to_host`:
+  // backend to host), in order with the ops and without waiting; the host side must stay
+  // untouched until Synchronize(), which reports a failure. The default copies at once.
+  virtual absl::Status CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host);
   // Sets every byte of `bytes` at `dst` to zero.
   virtual absl::Status Zero(void* dst, size_t bytes) = 0;
   // Stores a weight given as host fp32 [rows, cols] in the backend's weight format.

@@ -167,6 +167,17 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
                &out);
   AppendScalar("pagoda:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
                "counter", static_cast<double>(s.num_preemptions), &out);
+  AppendScalar("pagoda:num_swap_outs_total",
+               "Preemptions that swapped the sequence's KV blocks out to host memory.", "counter",
+               static_cast<double>(s.num_swap_outs), &out);
+  AppendScalar("pagoda:num_requests_swapped", "Requests waiting with their KV swapped out.",
+               "gauge", s.num_swapped, &out);
+  AppendScalar("pagoda:swap_space_free_blocks",
+               "Host swap-space blocks free (of pagoda:swap_space_total_blocks).", "gauge",
+               s.num_free_swap_blocks, &out);
+  AppendScalar("pagoda:swap_space_total_blocks",
+               "Host swap-space blocks (0: preemption recomputes).", "gauge", s.num_swap_blocks,
+               &out);
   AppendScalar("pagoda:prefix_cache_queries_total",
                "Tokens looked up in the prefix cache when requests were admitted.", "counter",
                static_cast<double>(s.prefix_cache_queries), &out);

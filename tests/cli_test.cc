@@ -122,6 +122,11 @@ TEST(CliTest, BadInputGivesAClearErrorAndNonZeroExit) {
   r = Pagoda(absl::StrCat("generate --model ", Stories(), " --prompt x --top-p 7"), true);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("top_p"), std::string::npos) << r.out;
+  r = Pagoda(absl::StrCat("generate --model ", Stories(),
+                          " --prompt x --preemption-mode swap --swap-space 0.000001"),
+             true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("swap space of 1073 bytes holds no KV block"), std::string::npos) << r.out;
   EXPECT_EQ(Pagoda("frobnicate").exit_code, 2);
 }
 
@@ -204,6 +209,8 @@ TEST(CliTest, BadFlagValuesNameTheFlag) {
            {"serve --block-size 0", "--block-size"},
            {"serve --kv-cache-dtype fp4", "--kv-cache-dtype"},
            {"serve --scheduling-policy lifo", "--scheduling-policy"},
+           {"serve --preemption-mode lru", "--preemption-mode"},
+           {"serve --swap-space -1", "--swap-space"},
            {"make-model --out /dev/null --dtype Q9_9", "--dtype"},
            {"make-model --out /dev/null --preset nope", "--preset"},
            {"make-model --preset tiny", "--out"},

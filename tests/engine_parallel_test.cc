@@ -83,6 +83,34 @@ TEST(EngineParallelSamplingTest, Int8CacheCopiesCarryTheirParameters) {
   EXPECT_TRUE(testing::WaitForIdle(*engine));
 }
 
+// Samples preempted by swap: a sample swapped out copies the blocks it shares with the
+// others (they keep theirs) and comes back to private blocks; each still equals a separate
+// request, and the pool and the swap space are full again.
+TEST(EngineParallelSamplingTest, SamplesSwappedOutAndBackInEqualSeparateRequests) {
+  // 4 samples of ~50 tokens need ~40 blocks of 4: 24 force preemptions.
+  auto engine = testing::StoriesEngine({.block_size = 4,
+                                        .num_blocks = 24,
+                                        .preemption_mode = engine::PreemptionMode::kSwap,
+                                        .swap_space = int64_t{1} << 20});
+  auto separate = testing::StoriesEngine({.enable_prefix_caching = false});
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NE(separate, nullptr);
+  const std::vector<int32_t> prompt =
+      engine->tokenizer().Encode("Once upon a time, there was a little dog named", true);
+  const CollectedOutput together = testing::RunOne(*engine, Sampled(prompt, 7, 4, 40));
+  ASSERT_EQ(together.samples.size(), 4u);
+  for (int32_t i = 0; i < 4; ++i) {
+    const CollectedOutput alone = testing::RunOne(*separate, Sampled(prompt, 7 + i, 1, 40));
+    EXPECT_EQ(together.samples[i].token_ids, alone.token_ids) << "sample " << i;
+  }
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+  const engine::EngineStats s = engine->Stats();
+  EXPECT_GT(s.num_swap_outs, 0);
+  EXPECT_EQ(s.num_swap_ins, s.num_swap_outs);
+  EXPECT_EQ(s.num_free_blocks, s.num_blocks);
+  EXPECT_EQ(s.num_free_swap_blocks, s.num_swap_blocks);
+}
+
 TEST(EngineParallelSamplingTest, EachSampleHasItsOwnStopStateAndFinishReason) {
   auto engine = testing::StoriesEngine();
   ASSERT_NE(engine, nullptr);

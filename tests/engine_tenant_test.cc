@@ -225,7 +225,9 @@ std::vector<std::string> FinishOrder(engine::PolicyKind policy, bool clear_table
   auto engine = testing::StoriesEngine({.max_seqs = 1, .policy = policy});
   if (engine == nullptr) return {};
   EXPECT_TRUE(engine->SetTenants({Tenant("a"), Tenant("b")}).ok());
-  if (clear_table) EXPECT_TRUE(engine->SetTenants({}).ok());
+  if (clear_table) {
+    EXPECT_TRUE(engine->SetTenants({}).ok());
+  }
   Mutex mu;
   std::vector<std::string> order;
   std::vector<std::shared_ptr<CollectingSink>> sinks;

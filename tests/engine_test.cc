@@ -32,11 +32,18 @@ std::vector<std::string> ThirtyTwoPrompts() {
   return prompts;
 }
 
-void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preemption) {
-  auto alone_engine = testing::StoriesEngine();
+// Runs 32 prompts alone on an engine of `alone_config`, then all at once on one of
+// `batch_config`, expects equal outputs and the pool (and swap space) full again; returns the
+// batch engine's stats.
+engine::EngineStats ExpectBatchEqualsAlone(engine::EngineConfig batch_config,
+                                           bool expect_preemption,
+                                           engine::EngineConfig alone_config = {}) {
+  auto alone_engine = testing::StoriesEngine(alone_config);
   auto batch_engine = testing::StoriesEngine(batch_config);
-  ASSERT_NE(alone_engine, nullptr);
-  ASSERT_NE(batch_engine, nullptr);
+  if (alone_engine == nullptr || batch_engine == nullptr) {
+    ADD_FAILURE() << "no engine";
+    return {};
+  }
   const model::Tokenizer& tok = alone_engine->tokenizer();
   std::vector<GenerationRequest> requests;
   std::vector<CollectedOutput> alone;
@@ -45,7 +52,7 @@ void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preem
     requests.push_back(GreedyRequest(tok.Encode(p, true), n));
     alone.push_back(testing::RunOne(*alone_engine, requests.back()));
   }
-  ASSERT_EQ(requests.size(), 32u);
+  EXPECT_EQ(requests.size(), 32u);
   const std::vector<CollectedOutput> together = testing::RunAll(*batch_engine, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(together[i].token_ids, alone[i].token_ids) << "request " << i;
@@ -59,13 +66,76 @@ void ExpectBatchEqualsAlone(engine::EngineConfig batch_config, bool expect_preem
     EXPECT_GT(stats.num_preemptions, 0);
   }
   EXPECT_EQ(stats.num_free_blocks, stats.num_blocks);
+  EXPECT_EQ(stats.num_free_swap_blocks, stats.num_swap_blocks);
+  EXPECT_EQ(stats.num_swapped, 0);
+  return stats;
 }
 
 TEST(EngineTest, ThirtyTwoPromptsTogetherEqualEachAlone) { ExpectBatchEqualsAlone({}, false); }
 
 TEST(EngineTest, ThirtyTwoPromptsWithPreemptionEqualEachAlone) {
   // 40 blocks of 4 tokens cannot hold 32 sequences of up to ~70 tokens: preemption.
-  ExpectBatchEqualsAlone({.block_size = 4, .num_blocks = 40}, true);
+  const engine::EngineStats s = ExpectBatchEqualsAlone({.block_size = 4, .num_blocks = 40}, true);
+  EXPECT_EQ(s.num_swap_blocks, 0);
+  EXPECT_EQ(s.num_swap_outs, 0);
+}
+
+engine::EngineConfig SwapConfig(int64_t swap_space, const std::string& kv_dtype = "auto") {
+  return {.block_size = 4,
+          .num_blocks = 40,
+          .kv_cache_dtype = kv_dtype,
+          .preemption_mode = engine::PreemptionMode::kSwap,
+          .swap_space = swap_space};
+}
+
+TEST(EngineTest, ThirtyTwoPromptsWithSwapPreemptionEqualEachAlone) {
+  // A stories260K block of 4 tokens is 5 layers x K,V x 4 x 32 floats = 5,120 bytes: 400 fit.
+  const engine::EngineStats s = ExpectBatchEqualsAlone(SwapConfig(400 * 5120), true);
+  EXPECT_EQ(s.num_swap_blocks, 400);
+  EXPECT_GT(s.num_swap_outs, 0);
+  EXPECT_EQ(s.num_swap_ins, s.num_swap_outs);
+  EXPECT_EQ(s.num_preemptions, s.num_swap_outs);  // room for every victim
+}
+
+TEST(EngineTest, ASmallSwapSpaceSwapsSomeVictimsAndRecomputesTheRest) {
+  // 4 blocks: a victim holding more computed blocks than are free recomputes.
+  const engine::EngineStats s = ExpectBatchEqualsAlone(SwapConfig(4 * 5120), true);
+  EXPECT_EQ(s.num_swap_blocks, 4);
+  EXPECT_GT(s.num_swap_outs, 0);
+  EXPECT_GT(s.num_preemptions, s.num_swap_outs);
+}
+
+// A swap copies an int8 block's parameters with its codes: a preempted sequence goes on
+// exactly as if it had run alone.
+TEST(EngineTest, Int8CacheWithSwapPreemptionEqualsEachAlone) {
+  const engine::EngineStats s = ExpectBatchEqualsAlone(SwapConfig(int64_t{1} << 20, "int8"), true,
+                                                       {.block_size = 4, .kv_cache_dtype = "int8"});
+  EXPECT_GT(s.num_swap_outs, 0);
+  EXPECT_EQ(s.num_preemptions, s.num_swap_outs);
+}
+
+TEST(EngineTest, AutoPreemptionSwapsOnTheCpuIntoASpaceAsLargeAsTheCache) {
+  auto automatic = testing::StoriesEngine({.num_blocks = 64,
+                                           .preemption_mode = engine::PreemptionMode::kAuto});
+  auto sized = testing::StoriesEngine({.num_blocks = 64,
+                                       .preemption_mode = engine::PreemptionMode::kAuto,
+                                       .swap_space = 10 * 20480});  // 16-token blocks: 20,480 B
+  ASSERT_NE(automatic, nullptr);
+  ASSERT_NE(sized, nullptr);
+  EXPECT_EQ(automatic->Stats().num_swap_blocks, 64);
+  EXPECT_EQ(sized->Stats().num_swap_blocks, 10);
+  EXPECT_EQ(testing::StoriesEngine({.num_blocks = 64})->Stats().num_swap_blocks, 0);
+}
+
+TEST(EngineTest, ASwapSpaceTooSmallForOneBlockIsAnError) {
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto engine = engine::Engine::Create(SwapConfig(5119), *std::move(file), *std::move(backend));
+  EXPECT_EQ(engine.status().message(),
+            "engine: swap space of 5119 bytes holds no KV block (5120 bytes each); give a "
+            "larger --swap-space");
 }
 
 TEST(EngineTest, SeededSamplingIsTheSameAloneAndInABatchOf16) {

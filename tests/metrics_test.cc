@@ -45,6 +45,10 @@ engine::EngineStats Stats() {
   s.prefix_cache_queries = 2000;
   s.prefix_cache_hits = 1500;
   s.prefix_cache_evictions = 3;
+  s.num_swap_outs = 4;
+  s.num_swapped = 1;
+  s.num_swap_blocks = 64;
+  s.num_free_swap_blocks = 60;
   s.tenants = {
       {.name = "", .num_running = 1, .num_waiting = 0, .num_blocks_held = 5, .served_tokens = 40},
       {.name = "team-a",
@@ -66,6 +70,10 @@ TEST(MetricsExpositionTest, EveryFamilyIsDeclaredOnceInOrder) {
                 "pagoda:kv_cache_total_blocks gauge",
                 "pagoda:kv_cache_free_blocks gauge",
                 "pagoda:num_preemptions_total counter",
+                "pagoda:num_swap_outs_total counter",
+                "pagoda:num_requests_swapped gauge",
+                "pagoda:swap_space_free_blocks gauge",
+                "pagoda:swap_space_total_blocks gauge",
                 "pagoda:prefix_cache_queries_total counter",
                 "pagoda:prefix_cache_hits_total counter",
                 "pagoda:prefix_cache_evictions_total counter",
@@ -109,6 +117,14 @@ TEST(MetricsExpositionTest, EngineGaugesAreUnlabeledAndTenantGaugesLabeled) {
             (std::vector<std::string>{"pagoda:prefix_cache_hits_total 1500"}));
   EXPECT_EQ(Samples(text, "pagoda:prefix_cache_evictions_total"),
             (std::vector<std::string>{"pagoda:prefix_cache_evictions_total 3"}));
+  EXPECT_EQ(Samples(text, "pagoda:num_swap_outs_total"),
+            (std::vector<std::string>{"pagoda:num_swap_outs_total 4"}));
+  EXPECT_EQ(Samples(text, "pagoda:num_requests_swapped"),
+            (std::vector<std::string>{"pagoda:num_requests_swapped 1"}));
+  EXPECT_EQ(Samples(text, "pagoda:swap_space_free_blocks"),
+            (std::vector<std::string>{"pagoda:swap_space_free_blocks 60"}));
+  EXPECT_EQ(Samples(text, "pagoda:swap_space_total_blocks"),
+            (std::vector<std::string>{"pagoda:swap_space_total_blocks 64"}));
   EXPECT_EQ(Samples(text, "pagoda:tenant_num_requests_waiting"),
             (std::vector<std::string>{"pagoda:tenant_num_requests_waiting{tenant=\"anonymous\"} 0",
                                       "pagoda:tenant_num_requests_waiting{tenant=\"team-a\"} 7"}));

@@ -88,7 +88,9 @@ TEST_P(VariantGoldenTest, GreedyMatchesLlamaCpp) {
     const CollectedOutput out = testing::RunOne(
         *engine, GreedyRequest(c.prompt_ids, static_cast<int32_t>(c.output_ids.size()), false));
     EXPECT_EQ(out.token_ids, c.output_ids);
-    if (c.output_text.has_value()) EXPECT_EQ(out.text, c.output_text.value());
+    if (c.output_text.has_value()) {
+      EXPECT_EQ(out.text, c.output_text.value());
+    }
     EXPECT_EQ(out.finish_reason,
               c.stopped ? engine::FinishReason::kStop : engine::FinishReason::kLength);
   }

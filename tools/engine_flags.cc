@@ -56,6 +56,16 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "first come first served), fcfs, or fair (weighted fair share of served "
                   "tokens across tenants)")
       ->check(CLI::IsMember({"auto", "fcfs", "fair"}));
+  cmd->add_option("--preemption-mode", f->preemption_mode,
+                  "when KV blocks run out, the preempted sequence recomputes its K/V later "
+                  "(recompute; its full blocks stay in the prefix cache) or has them copied to "
+                  "host memory and back (swap; recompute when --swap-space is full); auto "
+                  "(default): swap on CPU, recompute on CUDA, as measured (docs/BENCH.md)")
+      ->check(CLI::IsMember({"auto", "recompute", "swap"}));
+  cmd->add_option("--swap-space", f->swap_space_gib,
+                  "GiB of host memory (page-locked on CUDA) that swapped-out KV blocks go to; "
+                  "0 = as much as the KV cache takes")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--shed-waiting-requests", f->shed_waiting_requests,
                   "sheddable tenants' requests are refused while this many requests wait; "
                   "0 = --max-seqs")
@@ -97,6 +107,16 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   } else {
     return absl::InvalidArgumentError("--scheduling-policy must be auto, fcfs or fair");
   }
+  if (f.preemption_mode == "auto") {
+    c.preemption_mode = engine::PreemptionMode::kAuto;
+  } else if (f.preemption_mode == "swap") {
+    c.preemption_mode = engine::PreemptionMode::kSwap;
+  } else if (f.preemption_mode == "recompute") {
+    c.preemption_mode = engine::PreemptionMode::kRecompute;
+  } else {
+    return absl::InvalidArgumentError("--preemption-mode must be auto, recompute or swap");
+  }
+  c.swap_space = static_cast<int64_t>(f.swap_space_gib * static_cast<double>(int64_t{1} << 30));
   c.max_prompt_bytes = f.max_prompt_bytes;
   c.max_stop_strings = f.max_stop_strings;
   c.max_stop_string_bytes = f.max_stop_string_bytes;

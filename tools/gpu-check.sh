@@ -2,11 +2,12 @@
 # gpu-check: the whole CUDA check on a GPU machine in one command, from the archive that
 # tools/gpu-bundle.sh made here (no build there; the machine needs only the NVIDIA driver
 # and cuBLAS 13). Prints the device, runs every CUDA test, the paged-attention bandwidth
-# table and end-to-end decode tokens/s on the random ~1B preset (bf16). About 3 to 5 minutes
+# table, end-to-end decode tokens/s on the random ~1B preset (bf16) and its preemption table
+# (recompute vs swap). About 3 to 5 minutes
 # on an H200; every step has a time limit so the whole run stays under 9.
 #
 # Usage: tools/gpu-check.sh [ARCHIVE]     (default gpu-bundle/pagoda-gpu-bundle.tar.xz)
-# Env:   OUT   where gpu-check.log, paged_attention.json and decode.json go, and the whole
+# Env:   OUT   where gpu-check.log, paged_attention.json, decode.json and preempt.txt go, and the whole
 #              log of a failing test binary (default /tmp/pagoda-gpu-check/out)
 #        WORK  where the archive is unpacked (default /tmp/pagoda-gpu-check)
 # Exit status: 0 all passed; 1 a step failed; 3 no GPU here (tests ran and skipped, nothing
@@ -138,6 +139,10 @@ main() {
   timeout 200 "$B/bin/pagoda-decode-bench" --device=cuda --preset=1b --dtype=bf16 --mode=batch \
     --batch_sizes=1,16,64 --context=512 --decode_tokens=32 | tee "$WORK/decode.txt" || status=1
   decode_json "$WORK/decode.txt" >"$OUT/decode.json"
+
+  step "preemption under KV pressure: recompute vs swap to pinned host memory (1b, bf16)"
+  timeout 150 "$B/bin/pagoda-decode-bench" --device=cuda --preset=1b --dtype=bf16 --mode=preempt \
+    --requests=64 --context=512 --decode_tokens=256 | tee "$OUT/preempt.txt" || status=1
 
   step "done: $([ $status -eq 0 ] && echo OK || echo FAILURES above)"
   return $status

@@ -217,6 +217,25 @@ absl::Status CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   return SyncAndTakeStatus();
 }
 
+absl::StatusOr<DeviceBuffer> CudaBackend::AllocateHost(size_t bytes) {
+  cudaSetDevice(device_);
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cuda: cannot allocate ", bytes,
+                     " bytes of pinned host memory: ", cudaGetErrorString(err)));
+  }
+  return DeviceBuffer(p, bytes, [](void* q) { cudaFreeHost(q); });
+}
+
+absl::Status CudaBackend::CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host) {
+  // No wait: the stream orders the copy with the kernels before and after it.
+  const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, kind, stream_), "swap copy");
+}
+
 absl::Status CudaBackend::Zero(void* dst, size_t bytes) {
   return CudaStatus(cudaMemsetAsync(dst, 0, bytes, stream_), "memset");
 }

@@ -38,6 +38,9 @@ class CudaBackend final : public Backend {
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   absl::Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  // Page-locked (cudaHostAlloc), so CopyHostAsync is a true asynchronous copy on the stream.
+  absl::StatusOr<DeviceBuffer> AllocateHost(size_t bytes) override;
+  absl::Status CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host) override;
   absl::Status Zero(void* dst, size_t bytes) override;
   absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows, int64_t cols) override;
   absl::Status ReadF32(const Tensor& x, float* host) override;

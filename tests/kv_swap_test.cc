@@ -1,0 +1,249 @@
+// Swap preemption without a model: the KV cache manager's swap space (exact block ids of
+// every copy), the scheduler swapping a victim out and back in with its computed tokens kept
+// (or recomputing when the swap space is short), and CopyKvBlocks moving real bytes between
+// the cache and host memory on the CPU backend, int8 parameters included. Every scenario
+// ends with the pool and the swap space full again.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/kv_block_copy.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/scheduler.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+
+namespace pagoda::engine {
+namespace {
+
+using ::testing::ElementsAre;
+
+BlockCopy Out(int32_t src, int32_t dst) { return {src, dst, CopyKind::kToHost}; }
+BlockCopy In(int32_t src, int32_t dst) { return {src, dst, CopyKind::kFromHost}; }
+
+TEST(KvCacheManagerSwapTest, SwapOutAndBackInWithExactIds) {
+  KvCacheManager kv(8, 4, false, PrefixHasher(), 4);
+  ASSERT_TRUE(kv.Reserve(1, 12));  // blocks 0, 1, 2
+  ASSERT_TRUE(kv.Reserve(2, 4));   // block 3
+  // 9 tokens computed (the 12 reserved include this step's): 3 blocks go out.
+  ASSERT_TRUE(kv.CanSwapOut(1, 9));
+  std::vector<BlockCopy> copies;
+  kv.SwapOut(1, 9, &copies);
+  EXPECT_THAT(copies, ElementsAre(Out(0, 0), Out(1, 1), Out(2, 2)));
+  EXPECT_TRUE(kv.BlockTable(1).empty());
+  EXPECT_EQ(kv.NumSwapped(1), 3);
+  EXPECT_EQ(kv.num_free_blocks(), 7);
+  EXPECT_EQ(kv.num_free_host_blocks(), 1);
+  // Only the computed tokens' blocks go out: 5 tokens of 8 reserved take 2 blocks, and
+  // the swap space has 1.
+  ASSERT_TRUE(kv.Reserve(2, 8));
+  EXPECT_FALSE(kv.CanSwapOut(2, 5));
+  EXPECT_TRUE(kv.CanSwapOut(2, 4));
+  // Back in: fresh blocks, least recently freed first (4..7 were never used, then 2, 1, 0).
+  ASSERT_TRUE(kv.Reserve(3, 12));  // takes 5, 6, 7
+  EXPECT_THAT(kv.BlockTable(3), ElementsAre(5, 6, 7));
+  copies.clear();
+  ASSERT_TRUE(kv.SwapIn(1, &copies));
+  EXPECT_THAT(copies, ElementsAre(In(0, 2), In(1, 1), In(2, 0)));
+  EXPECT_THAT(kv.BlockTable(1), ElementsAre(2, 1, 0));
+  EXPECT_EQ(kv.NumSwapped(1), 0);
+  EXPECT_EQ(kv.num_free_host_blocks(), 4);
+  for (SeqId s : {1, 2, 3}) kv.Free(s);
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+}
+
+TEST(KvCacheManagerSwapTest, SwapInNeedsFreeBlocksAndFreeReturnsHostBlocks) {
+  KvCacheManager kv(4, 4, false, PrefixHasher(), 4);
+  ASSERT_TRUE(kv.Reserve(1, 8));
+  std::vector<BlockCopy> copies;
+  kv.SwapOut(1, 8, &copies);
+  ASSERT_TRUE(kv.Reserve(2, 12));  // 3 of 4 blocks: 2 cannot come back
+  copies.clear();
+  EXPECT_FALSE(kv.SwapIn(1, &copies));
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(kv.NumSwapped(1), 2);
+  // Finishing (or aborting) while swapped out gives the host blocks back.
+  kv.Free(1);
+  EXPECT_EQ(kv.NumSwapped(1), 0);
+  EXPECT_EQ(kv.num_free_host_blocks(), 4);
+  kv.Free(2);
+  EXPECT_EQ(kv.num_free_blocks(), 4);
+}
+
+// Runs a scheduler to the end with a fake model that always "samples" token 7.
+class SwapSim {
+ public:
+  SwapSim(int32_t num_blocks, int32_t host_blocks)
+      : kv_(num_blocks, 4, false, PrefixHasher(), host_blocks),
+        scheduler_({.max_batched_tokens = 64, .max_seqs = 8}, &kv_,
+                   std::make_unique<FcfsPolicy>()) {}
+
+  Sequence* Add(int32_t prompt_len, int32_t output_len) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = static_cast<SeqId>(seqs_.size() + 1);
+    seq->tokens.assign(prompt_len, 5);
+    seq->prompt_len = prompt_len;
+    seq->max_total_tokens = prompt_len + output_len;
+    scheduler_.Add(seq.get());
+    seqs_.push_back(std::move(seq));
+    return seqs_.back().get();
+  }
+
+  SchedulerOutput Step() {
+    SchedulerOutput out = scheduler_.Schedule();
+    std::vector<Sequence*> sampling;
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.seq->num_computed + c.num_tokens == c.seq->num_tokens()) sampling.push_back(c.seq);
+    }
+    scheduler_.OnStepDone(out);
+    for (Sequence* s : sampling) {
+      s->tokens.push_back(7);
+      if (s->num_tokens() >= s->max_total_tokens) {
+        scheduler_.Remove(s);
+        ++finished_;
+      }
+    }
+    return out;
+  }
+
+  void RunToEnd() {
+    for (int step = 0; step < 1000 && finished_ < static_cast<int>(seqs_.size()); ++step) Step();
+    ASSERT_EQ(finished_, static_cast<int>(seqs_.size()));
+  }
+
+  KvCacheManager& kv() { return kv_; }
+  Scheduler& scheduler() { return scheduler_; }
+
+ private:
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::vector<std::unique_ptr<Sequence>> seqs_;
+  int finished_ = 0;
+};
+
+TEST(SchedulerSwapTest, AVictimSwapsOutKeepingItsTokensAndSwapsBackIn) {
+  // 6 blocks of 4 slots; 4 sequences grow to 12 tokens (3 blocks each).
+  SwapSim sim(6, 8);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 4; ++i) seqs.push_back(sim.Add(4, 8));
+  SchedulerOutput out = sim.Step();  // prompts: blocks 0..3
+  ASSERT_EQ(out.chunks.size(), 4u);
+  // Decoding token 4 needs a second block each: 1 and 2 take 4 and 5, 3 preempts 4 (the
+  // newest), whose computed block 3 goes to host block 0 and then to 3.
+  out = sim.Step();
+  ASSERT_THAT(out.preempted, ElementsAre(seqs[3]));
+  EXPECT_THAT(out.copies, ElementsAre(Out(3, 0)));
+  EXPECT_TRUE(seqs[3]->swapped);
+  EXPECT_EQ(seqs[3]->num_computed, 4);  // kept: it resumes at its first output
+  EXPECT_EQ(sim.kv().NumSwapped(seqs[3]->id), 1);
+  EXPECT_THAT(sim.kv().BlockTable(seqs[2]->id), ElementsAre(2, 3));
+  // When it runs again it first copies its block back, then computes only token 4.
+  bool swapped_in = false;
+  for (int step = 0; step < 100 && !swapped_in; ++step) {
+    out = sim.Step();
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.seq != seqs[3] || seqs[3]->swapped) continue;
+      swapped_in = true;
+      const auto back = std::find_if(out.copies.begin(), out.copies.end(), [](const BlockCopy& b) {
+        return b.kind == CopyKind::kFromHost && b.src == 0;
+      });
+      ASSERT_NE(back, out.copies.end());
+      EXPECT_EQ(sim.kv().BlockTable(seqs[3]->id).front(), back->dst);
+      EXPECT_EQ(c.num_tokens, 1);
+    }
+  }
+  ASSERT_TRUE(swapped_in);
+  sim.RunToEnd();
+  const Scheduler& s = sim.scheduler();
+  EXPECT_GT(s.num_swap_outs(), 0);
+  EXPECT_EQ(s.num_swap_ins(), s.num_swap_outs());
+  EXPECT_EQ(s.num_preemptions(), s.num_swap_outs());  // room for every victim
+  EXPECT_EQ(sim.kv().num_free_blocks(), 6);
+  EXPECT_EQ(sim.kv().num_free_host_blocks(), 8);
+}
+
+TEST(SchedulerSwapTest, WithoutRoomInTheSwapSpaceAVictimRecomputes) {
+  SwapSim sim(6, 1);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 3; ++i) seqs.push_back(sim.Add(8, 4));  // 2 blocks each
+  sim.Step();
+  // Token 8 needs a third block each: 1 takes the last free one, 2 preempts 3, whose two
+  // computed blocks do not fit in one host block: it starts over.
+  const SchedulerOutput out = sim.Step();
+  ASSERT_THAT(out.preempted, ElementsAre(seqs[2]));
+  EXPECT_TRUE(out.copies.empty());
+  EXPECT_FALSE(seqs[2]->swapped);
+  EXPECT_EQ(seqs[2]->num_computed, 0);
+  sim.RunToEnd();
+  EXPECT_EQ(sim.scheduler().num_swap_outs(), 0);
+  EXPECT_GT(sim.scheduler().num_preemptions(), 0);
+  EXPECT_EQ(sim.kv().num_free_blocks(), 6);
+  EXPECT_EQ(sim.kv().num_free_host_blocks(), 1);
+}
+
+// Bytes of block `b` of `cache` across every layer and kind, parameters included.
+std::vector<char> BlockBytes(const kernels::PagedKvCache& cache, int32_t b) {
+  const kernels::KvCacheShape& s = cache.shape;
+  const size_t data = static_cast<size_t>(s.block_size * s.token_elems()) * DTypeSize(s.dtype);
+  const size_t kp = static_cast<size_t>(s.num_kv_heads) * 2 * s.head_dim * sizeof(float);
+  const size_t vs = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
+  std::vector<char> out;
+  auto append = [&](const void* base, size_t bytes) {
+    const char* p = static_cast<const char*>(base) + b * bytes;
+    out.insert(out.end(), p, p + bytes);
+  };
+  for (int32_t layer = 0; layer < s.num_layers; ++layer) {
+    append(cache.Plane(layer, 0), data);
+    append(cache.Plane(layer, 1), data);
+    if (!s.has_scales()) continue;
+    append(cache.KParams(layer), kp);
+    append(cache.VScales(layer), vs);
+  }
+  return out;
+}
+
+TEST(CopyKvBlocksTest, SwapCopiesMoveEveryLayerAndParameter) {
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kI8}) {
+    SCOPED_TRACE(kernels::DTypeName(dtype));
+    kernels::KvCacheShape shape{.num_layers = 3,
+                                .num_blocks = 6,
+                                .block_size = 4,
+                                .num_kv_heads = 2,
+                                .head_dim = 8,
+                                .dtype = dtype};
+    auto cache_buffer = (*backend)->Allocate(shape.total_bytes());
+    kernels::KvCacheShape host_shape = shape;
+    host_shape.num_blocks = 3;
+    auto host_buffer = (*backend)->AllocateHost(host_shape.total_bytes());
+    ASSERT_TRUE(cache_buffer.ok());
+    ASSERT_TRUE(host_buffer.ok());
+    const kernels::PagedKvCache cache{cache_buffer->data(), shape};
+    const kernels::PagedKvCache host{host_buffer->data(), host_shape};
+    auto* bytes = static_cast<unsigned char*>(cache_buffer->data());
+    for (size_t i = 0; i < shape.total_bytes(); ++i)
+      bytes[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    std::memset(host_buffer->data(), 0, host_shape.total_bytes());
+    const std::vector<char> b1 = BlockBytes(cache, 1), b2 = BlockBytes(cache, 2),
+                            b4 = BlockBytes(cache, 4);
+    ASSERT_NE(b1, b2);
+    // Out: blocks 1, 2 (one run) and 4 to host 0, 1, 2. In: host 1 to block 5 and host 0 to
+    // block 0; then a copy on write of block 5 into 3.
+    const std::vector<BlockCopy> copies = {Out(1, 0), Out(2, 1), Out(4, 2),
+                                           In(1, 5),  In(0, 0),  {5, 3, CopyKind::kDevice}};
+    ASSERT_TRUE(CopyKvBlocks(**backend, cache, host, copies).ok());
+    EXPECT_EQ(BlockBytes(host, 0), b1);
+    EXPECT_EQ(BlockBytes(host, 1), b2);
+    EXPECT_EQ(BlockBytes(host, 2), b4);
+    EXPECT_EQ(BlockBytes(cache, 5), b2);
+    EXPECT_EQ(BlockBytes(cache, 0), b1);
+    EXPECT_EQ(BlockBytes(cache, 3), b2);
+    EXPECT_EQ(BlockBytes(cache, 1), b1);  // sources are left as they were
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::engine
