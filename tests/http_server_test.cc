@@ -1,7 +1,7 @@
 // The OpenAI-compatible HTTP door over real HTTP on a loopback port (cpp-httplib client):
 // completions and chat, streamed and not, equal to the gRPC path (Generate, Chat,
-// RenderChat) for the same request; error bodies and codes; keys shared with gRPC; a
-// client that disconnects mid-stream frees its blocks; a client that does not read is cut
+// RenderChat) for the same request; n > 1 as choices; error bodies and codes; keys shared with
+// gRPC; a client that disconnects mid-stream frees its blocks; a client that does not read is cut
 // at the unsent-bytes cap; draining answers 503.
 #include <arpa/inet.h>
 #include <httplib.h>
@@ -299,6 +299,83 @@ TEST_F(HttpServerTest, ChatEqualsGrpcChatAndApplyTemplateEqualsRenderChat) {
   EXPECT_EQ(events[events.size() - 3]["choices"][0]["finish_reason"], "length");
 }
 
+// n > 1: one choice per sample, choice i equal to a separate request seeded seed + i (the
+// engine's rule), streamed or not; each streamed choice ends once; chat announces the role
+// of every choice first.
+TEST_F(HttpServerTest, NSamplesAreChoicesEqualToSeparateSeededRequests) {
+  StartServer();
+  const json base = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 20},
+                     {"temperature", 0.9},
+                     {"top_k", 40},
+                     {"ignore_eos", true}};
+  std::vector<std::string> separate;
+  for (int i = 0; i < 3; ++i) {
+    json one = base;
+    one["seed"] = 42 + i;
+    const Reply r = Post("/v1/completions", one);
+    ASSERT_EQ(r.status, 200) << r.body;
+    separate.push_back(r.Json()["choices"][0]["text"].get<std::string>());
+  }
+  EXPECT_NE(separate[0], separate[1]);
+
+  json req = base;
+  req["seed"] = 42;
+  req["n"] = 3;
+  const Reply whole = Post("/v1/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json w = whole.Json();
+  ASSERT_EQ(w["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(w["choices"][i]["index"], i);
+    EXPECT_EQ(w["choices"][i]["text"], separate[i]) << "choice " << i;
+    EXPECT_EQ(w["choices"][i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(w["usage"]["completion_tokens"], 60);
+
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  const std::vector<json> events = Events(Post("/v1/completions", req).body);
+  ASSERT_GE(events.size(), 5u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(events[events.size() - 2]["usage"], w["usage"]);
+  std::vector<std::string> texts(3);
+  std::vector<int> ends(3, 0);
+  for (size_t e = 0; e + 2 < events.size(); ++e) {
+    ASSERT_EQ(events[e]["choices"].size(), 1u);
+    const json& c = events[e]["choices"][0];
+    const int index = c["index"].get<int>();
+    ASSERT_GE(index, 0);
+    ASSERT_LT(index, 3);
+    EXPECT_EQ(ends[index], 0) << "choice " << index << " goes on after its end";
+    texts[index] += c["text"].get<std::string>();
+    if (!c["finish_reason"].is_null()) {
+      EXPECT_EQ(c["finish_reason"], "length");
+      ++ends[index];
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(texts[i], separate[i]) << "choice " << i;
+    EXPECT_EQ(ends[i], 1) << "choice " << i;
+  }
+
+  const json chat = {
+      {"messages", kMessages}, {"max_tokens", 8}, {"temperature", 0.9}, {"seed", 7}, {"n", 2},
+      {"stream", true}};
+  const std::vector<json> chat_events = Events(Post("/v1/chat/completions", chat).body);
+  ASSERT_GE(chat_events.size(), 4u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(chat_events[i]["choices"][0]["index"], i);
+    EXPECT_EQ(chat_events[i]["choices"][0]["delta"]["role"], "assistant");
+  }
+  const Reply chat_whole =
+      Post("/v1/chat/completions", json{{"messages", kMessages}, {"max_tokens", 8}, {"n", 2}});
+  ASSERT_EQ(chat_whole.status, 200) << chat_whole.body;
+  EXPECT_EQ(chat_whole.Json()["choices"].size(), 2u);
+  EXPECT_EQ(chat_whole.Json()["choices"][1]["message"]["role"], "assistant");
+  EXPECT_TRUE(WaitAllBlocksFree());
+}
+
 TEST_F(HttpServerTest, ErrorBodiesAndCodes) {
   StartServer();
   auto expect_error = [](const Reply& r, int status, const std::string& code,
@@ -316,8 +393,8 @@ TEST_F(HttpServerTest, ErrorBodiesAndCodes) {
                "invalid_request", "max_tokens: must be an integer");
   expect_error(Post("/v1/completions", json{{"prompt", "x"}, {"temperature", -1}}), 400,
                "invalid_request", "temperature");
-  expect_error(Post("/v1/completions", json{{"prompt", "x"}, {"n", 2}}), 400, "invalid_request",
-               "n: only n = 1");
+  expect_error(Post("/v1/completions", json{{"prompt", "x"}, {"n", 17}}), 400, "invalid_request",
+               "n: must be in [1, 16]");
   expect_error(Post("/v1/completions", json{{"max_tokens", 3}}), 400, "invalid_request",
                "prompt: is required");
   expect_error(Post("/v1/chat/completions", json{{"messages", json::array()}}), 400,

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "tests/scheduler_sim.h"
 
 namespace pagoda::engine {
 namespace {
@@ -72,60 +73,9 @@ TEST(KvCacheManagerSwapTest, SwapInNeedsFreeBlocksAndFreeReturnsHostBlocks) {
   EXPECT_EQ(kv.num_free_blocks(), 4);
 }
 
-// Runs a scheduler to the end with a fake model that always "samples" token 7.
-class SwapSim {
- public:
-  SwapSim(int32_t num_blocks, int32_t host_blocks)
-      : kv_(num_blocks, 4, false, PrefixHasher(), host_blocks),
-        scheduler_({.max_batched_tokens = 64, .max_seqs = 8}, &kv_,
-                   std::make_unique<FcfsPolicy>()) {}
-
-  Sequence* Add(int32_t prompt_len, int32_t output_len) {
-    auto seq = std::make_unique<Sequence>();
-    seq->id = static_cast<SeqId>(seqs_.size() + 1);
-    seq->tokens.assign(prompt_len, 5);
-    seq->prompt_len = prompt_len;
-    seq->max_total_tokens = prompt_len + output_len;
-    scheduler_.Add(seq.get());
-    seqs_.push_back(std::move(seq));
-    return seqs_.back().get();
-  }
-
-  SchedulerOutput Step() {
-    SchedulerOutput out = scheduler_.Schedule();
-    std::vector<Sequence*> sampling;
-    for (const ScheduledChunk& c : out.chunks) {
-      if (c.seq->num_computed + c.num_tokens == c.seq->num_tokens()) sampling.push_back(c.seq);
-    }
-    scheduler_.OnStepDone(out);
-    for (Sequence* s : sampling) {
-      s->tokens.push_back(7);
-      if (s->num_tokens() >= s->max_total_tokens) {
-        scheduler_.Remove(s);
-        ++finished_;
-      }
-    }
-    return out;
-  }
-
-  void RunToEnd() {
-    for (int step = 0; step < 1000 && finished_ < static_cast<int>(seqs_.size()); ++step) Step();
-    ASSERT_EQ(finished_, static_cast<int>(seqs_.size()));
-  }
-
-  KvCacheManager& kv() { return kv_; }
-  Scheduler& scheduler() { return scheduler_; }
-
- private:
-  KvCacheManager kv_;
-  Scheduler scheduler_;
-  std::vector<std::unique_ptr<Sequence>> seqs_;
-  int finished_ = 0;
-};
-
 TEST(SchedulerSwapTest, AVictimSwapsOutKeepingItsTokensAndSwapsBackIn) {
   // 6 blocks of 4 slots; 4 sequences grow to 12 tokens (3 blocks each).
-  SwapSim sim(6, 8);
+  SchedulerSim sim(6, 4, {.max_batched_tokens = 64, .max_seqs = 8}, /*num_host_blocks=*/8);
   std::vector<Sequence*> seqs;
   for (int i = 0; i < 4; ++i) seqs.push_back(sim.Add(4, 8));
   SchedulerOutput out = sim.Step();  // prompts: blocks 0..3
@@ -165,7 +115,7 @@ TEST(SchedulerSwapTest, AVictimSwapsOutKeepingItsTokensAndSwapsBackIn) {
 }
 
 TEST(SchedulerSwapTest, WithoutRoomInTheSwapSpaceAVictimRecomputes) {
-  SwapSim sim(6, 1);
+  SchedulerSim sim(6, 4, {.max_batched_tokens = 64, .max_seqs = 8}, /*num_host_blocks=*/1);
   std::vector<Sequence*> seqs;
   for (int i = 0; i < 3; ++i) seqs.push_back(sim.Add(8, 4));  // 2 blocks each
   sim.Step();

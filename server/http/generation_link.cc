@@ -1,15 +1,23 @@
 #include "server/http/generation_link.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace pagoda::server::http {
 
-GenerationLink::GenerationLink(std::function<void()> wake) : wake_(std::move(wake)) {}
+GenerationLink::GenerationLink(int32_t n, std::function<void()> wake)
+    : n_(std::max(n, 1)), wake_(std::move(wake)) {
+  pending_.samples.resize(n_);
+}
 
 void GenerationLink::OnOutput(engine::GenerationOutput output) {
   std::function<void()> last;  // released after the lock
   MutexLock lock(&mu_);
-  pending_.text += output.text;
+  if (output.index >= 0 && output.index < n_) {
+    SampleDelta& sample = pending_.samples[output.index];
+    sample.text += output.text;
+    if (output.sample_finished()) sample.finish_reason = output.finish_reason;
+  }
   pending_.num_tokens += static_cast<int32_t>(output.token_ids.size());
   if (output.finished()) {
     pending_.finish_reason = output.finish_reason;
@@ -29,6 +37,7 @@ OutputBatch GenerationLink::Take() {
   MutexLock lock(&mu_);
   OutputBatch out = std::move(pending_);
   pending_ = OutputBatch();
+  pending_.samples.resize(n_);
   wake_outstanding_ = false;
   return out;
 }

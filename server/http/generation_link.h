@@ -15,10 +15,17 @@
 
 namespace pagoda::server::http {
 
+// What one sample (choice) delivered since the last Take().
+struct SampleDelta {
+  std::string text;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;  // it ended in this batch
+};
+
 // What arrived since the last Take().
 struct OutputBatch {
-  std::string text;
-  int32_t num_tokens = 0;
+  std::vector<SampleDelta> samples;  // one per sample of the request, by index
+  int32_t num_tokens = 0;            // over all samples
+  // The request's: set by its last delivery (every sample ended).
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
   absl::Status error;   // when finish_reason is kError
   engine::Usage usage;  // complete when finished
@@ -28,9 +35,10 @@ struct OutputBatch {
 
 class GenerationLink final : public engine::OutputSink {
  public:
-  // `wake` is called (from the engine thread, under no lock of the caller's) when a batch
-  // becomes available and no wake is outstanding; it must only post work elsewhere.
-  explicit GenerationLink(std::function<void()> wake);
+  // For a request of `n` samples. `wake` is called (from the engine thread, under no lock
+  // of the caller's) when a batch becomes available and no wake is outstanding; it must
+  // only post work elsewhere.
+  GenerationLink(int32_t n, std::function<void()> wake);
 
   void OnOutput(engine::GenerationOutput output) override;
   // Everything delivered since the last call; allows the next wake.
@@ -39,6 +47,7 @@ class GenerationLink final : public engine::OutputSink {
   void Detach();
 
  private:
+  const int32_t n_;
   Mutex mu_;
   OutputBatch pending_ ABSL_GUARDED_BY(mu_);
   bool wake_outstanding_ ABSL_GUARDED_BY(mu_) = false;

@@ -235,8 +235,12 @@ void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller cal
   g.start = absl::Now();
   parsed.request.tenant = g.caller.tenant->engine.name;  // never from the body
   // The engine thread only posts a wake to this connection's strand.
+  const int32_t n = std::max(parsed.request.n, 1);
+  g.texts.resize(n);
+  g.reasons.resize(n, engine::FinishReason::kNone);
+  g.ended.resize(n, false);
   g.link = std::make_shared<GenerationLink>(
-      [self = shared_from_this(), executor = stream_.get_executor()] {
+      n, [self = shared_from_this(), executor = stream_.get_executor()] {
         net::post(executor, [self] { self->OnWake(); });
       });
   absl::StatusOr<engine::SubmitResult> submitted =
@@ -259,7 +263,11 @@ void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller cal
     Write(
         "HTTP/1.1 200 OK\r\nServer: pagoda\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n");
-    if (kind == ApiKind::kChat) Write(ChunkOf(gen_->format->RoleChunk(gen_->include_usage)));
+    if (kind == ApiKind::kChat) {
+      for (int32_t i = 0; i < n; ++i) {
+        Write(ChunkOf(gen_->format->RoleChunk(i, gen_->include_usage)));
+      }
+    }
   }
   WatchDisconnect();
 }
@@ -276,21 +284,51 @@ void HttpSession::OnWake() {
     if (batch.finished()) FinishGeneration(batch);
     return;
   }
-  g.text += batch.text;
+  for (size_t i = 0; i < g.texts.size() && i < batch.samples.size(); ++i) {
+    g.texts[i] += batch.samples[i].text;
+    if (batch.samples[i].finish_reason != engine::FinishReason::kNone) {
+      g.reasons[i] = batch.samples[i].finish_reason;
+    }
+  }
   if (batch.finished()) return FinishGeneration(batch);
-  if (g.stream && !writing_) FlushText();
+  if (g.stream) {
+    WriteEndedSamples();
+    if (!writing_) FlushText();
+  }
   CutIfOverUnsentCap();
 }
 
 void HttpSession::FlushText() {
   Generation& g = *gen_;
-  if (g.text.empty()) return;
-  Write(ChunkOf(g.format->Chunk(g.text, "", g.include_usage)));
-  g.text.clear();
+  for (size_t i = 0; i < g.texts.size(); ++i) {
+    if (g.texts[i].empty() || g.ended[i]) continue;
+    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i], "", g.include_usage)));
+    g.texts[i].clear();
+  }
+}
+
+void HttpSession::WriteEndedSamples() {
+  Generation& g = *gen_;
+  for (size_t i = 0; i < g.texts.size(); ++i) {
+    // An error or abort ends the whole request, reported by FinishGeneration.
+    const engine::FinishReason r = g.reasons[i];
+    if (g.ended[i] || r == engine::FinishReason::kNone || r == engine::FinishReason::kError ||
+        r == engine::FinishReason::kAbort) {
+      continue;
+    }
+    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i],
+                                  engine::FinishReasonName(g.reasons[i]), g.include_usage)));
+    g.texts[i].clear();
+    g.ended[i] = true;
+  }
 }
 
 int64_t HttpSession::UnsentBytes() {
-  int64_t unsent = out_bytes_ + (gen_ ? static_cast<int64_t>(gen_->text.size()) : 0);
+  int64_t pending = 0;
+  if (gen_) {
+    for (const std::string& t : gen_->texts) pending += static_cast<int64_t>(t.size());
+  }
+  int64_t unsent = out_bytes_ + pending;
   int in_socket = 0;  // written but not yet acknowledged by the peer
   if (ioctl(stream_.socket().native_handle(), SIOCOUTQ, &in_socket) == 0) unsent += in_socket;
   return unsent;
@@ -312,7 +350,7 @@ bool HttpSession::CutIfOverUnsentCap() {
   g.metrics->requests_unsent_limit.fetch_add(1);
   g.metrics->request_failure.Inc(absl::StatusCodeToString(g.cut.code()));
   g.aborted = true;
-  g.text.clear();
+  for (std::string& t : g.texts) t.clear();
   // The engine frees the request's blocks within a step; its last output unregisters it.
   context_->deps().engine->Abort(g.handle);
   keep_alive_ = false;
@@ -345,16 +383,17 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
                         : absl::OkStatus(),
             batch.finish_reason, &batch.usage);
   if (closed_ || !g.cut.ok()) return;  // cut at the unsent cap: its answer is already out
-  const std::string reason = engine::FinishReasonName(batch.finish_reason);
   if (!g.stream) {
     if (failed) return RespondError(ToHttpError(batch.error));
-    return Respond(200, "application/json", g.format->Full(g.text, reason, batch.usage));
+    std::vector<std::string> reasons;
+    for (engine::FinishReason r : g.reasons) reasons.push_back(engine::FinishReasonName(r));
+    return Respond(200, "application/json", g.format->Full(g.texts, reasons, batch.usage));
   }
   if (failed) {
     keep_alive_ = false;
     Write(ChunkOf(ResponseFormatter::ErrorEvent(ToHttpError(batch.error).body)));
   } else {
-    Write(ChunkOf(g.format->Chunk(g.text, reason, g.include_usage)));
+    WriteEndedSamples();
     if (g.include_usage) Write(ChunkOf(g.format->UsageChunk(batch.usage)));
     Write(ChunkOf(ResponseFormatter::Done()));
   }

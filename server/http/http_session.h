@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -40,9 +41,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     bool include_usage = false;
     ApiKind kind = ApiKind::kCompletion;
     std::optional<ResponseFormatter> format;
-    // Text delivered but not yet in a response: streamed, since the last event (deltas that
-    // arrive while a write is in flight become one event); non-streamed, all of it.
-    std::string text;
+    // Per sample (choice): text delivered but not yet in a response (streamed, since its
+    // last event: deltas that arrive while a write is in flight become one event;
+    // non-streamed, all of it), its finish reason once it ended, and whether its last
+    // event is out (streamed).
+    std::vector<std::string> texts;
+    std::vector<engine::FinishReason> reasons;
+    std::vector<bool> ended;
     Caller caller;
     TenantMetrics* metrics = nullptr;
     std::string request_id;
@@ -77,6 +82,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // the connection (after a 429 when no header was sent yet). True when it cut.
   bool CutIfOverUnsentCap();
   void FinishGeneration(const OutputBatch& batch);
+  // Streamed: the last event of each sample that ended (text left and finish reason).
+  void WriteEndedSamples();
   void LogAccess(const absl::Status& status, engine::FinishReason reason,
                  const engine::Usage* usage);
 

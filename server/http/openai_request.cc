@@ -118,7 +118,7 @@ absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
   PAGODA_ASSIGN(i, Int32(body, "priority"));
   if (i) r.priority = *i;
   PAGODA_ASSIGN(i, Int32(body, "n"));
-  if (i && *i != 1) return Bad("n", "only n = 1 is supported");
+  if (i) r.n = *i;  // the engine checks the range (1..16), as for gRPC
   std::optional<int64_t> seed;
   PAGODA_ASSIGN(seed, Integer(body, "seed"));
   if (seed) r.sampling.seed = static_cast<uint64_t>(*seed);

@@ -39,26 +39,31 @@ json ResponseFormatter::Envelope(bool chunk) const {
           {"system_fingerprint", nullptr}};
 }
 
-std::string ResponseFormatter::Full(const std::string& text, const std::string& finish_reason,
+std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
+                                    const std::vector<std::string>& finish_reasons,
                                     const engine::Usage& usage) const {
   json out = Envelope(false);
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
-  if (kind_ == ApiKind::kCompletion) {
-    choice["text"] = text;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  json choices = json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& reason = i < finish_reasons.size() ? finish_reasons[i] : std::string();
+    json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", FinishReason(reason)}};
+    if (kind_ == ApiKind::kCompletion) {
+      choice["text"] = texts[i];
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", texts[i]}};
+    }
+    choices.push_back(std::move(choice));
   }
-  out["choices"] = json::array({choice});
+  out["choices"] = std::move(choices);
   out["usage"] = UsageJson(usage);
   return Dump(out);
 }
 
-std::string ResponseFormatter::Chunk(const std::string& text, const std::string& finish_reason,
-                                     bool usage_null) const {
+std::string ResponseFormatter::Chunk(int32_t index, const std::string& text,
+                                     const std::string& finish_reason, bool usage_null) const {
   json out = Envelope(true);
   json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+      {"index", index}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
   if (kind_ == ApiKind::kCompletion) {
     choice["text"] = text;
   } else {
@@ -70,9 +75,9 @@ std::string ResponseFormatter::Chunk(const std::string& text, const std::string&
   return Event(out);
 }
 
-std::string ResponseFormatter::RoleChunk(bool usage_null) const {
+std::string ResponseFormatter::RoleChunk(int32_t index, bool usage_null) const {
   json out = Envelope(true);
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});

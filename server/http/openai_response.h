@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/request.h"
 
@@ -24,15 +25,17 @@ class ResponseFormatter {
  public:
   ResponseFormatter(ApiKind kind, std::string id, int64_t created, std::string model);
 
-  // The whole non-streamed response: "text_completion" or "chat.completion".
-  std::string Full(const std::string& text, const std::string& finish_reason,
+  // The whole non-streamed response: "text_completion" or "chat.completion", choice i
+  // with texts[i] and finish_reasons[i] (same sizes).
+  std::string Full(const std::vector<std::string>& texts,
+                   const std::vector<std::string>& finish_reasons,
                    const engine::Usage& usage) const;
-  // One SSE event carrying a text delta; `finish_reason` "" is null. With `usage_null` the
-  // chunk carries "usage": null (stream_options.include_usage).
-  std::string Chunk(const std::string& text, const std::string& finish_reason,
+  // One SSE event carrying a text delta of choice `index`; `finish_reason` "" is null. With
+  // `usage_null` the chunk carries "usage": null (stream_options.include_usage).
+  std::string Chunk(int32_t index, const std::string& text, const std::string& finish_reason,
                     bool usage_null) const;
-  // Chat's first SSE event: the assistant role with empty content.
-  std::string RoleChunk(bool usage_null) const;
+  // Chat's first SSE event of choice `index`: the assistant role with empty content.
+  std::string RoleChunk(int32_t index, bool usage_null) const;
   // The last SSE event before [DONE] when include_usage: no choices, the usage.
   std::string UsageChunk(const engine::Usage& usage) const;
   // "data: [DONE]".
