@@ -1,13 +1,17 @@
 // Swap preemption without a model: the KV cache manager's swap space (exact block ids of
 // every copy), the scheduler swapping a victim out and back in with its computed tokens kept
-// (or recomputing when the swap space is short), and CopyKvBlocks moving real bytes between
-// the cache and host memory on the CPU backend, int8 parameters included. Every scenario
-// ends with the pool and the swap space full again.
+// (or recomputing when the swap space is short), a random workload over a fake KV memory
+// (every computed token found in place at every step, through swaps, forks, prefix hits and
+// aborts), and CopyKvBlocks moving real bytes between the cache and host memory on the CPU
+// backend, int8 parameters included. Every scenario ends with the pool and the swap space
+// full again.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
+#include "engine/fair_share_policy.h"
 #include "engine/kv_block_copy.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/scheduler.h"
@@ -131,6 +135,136 @@ TEST(SchedulerSwapTest, WithoutRoomInTheSwapSpaceAVictimRecomputes) {
   EXPECT_GT(sim.scheduler().num_preemptions(), 0);
   EXPECT_EQ(sim.kv().num_free_blocks(), 6);
   EXPECT_EQ(sim.kv().num_free_host_blocks(), 1);
+}
+
+// A model-free check of the whole block life cycle under swap: a random workload (shared
+// prompt prefixes for prefix-cache hits, forked samples, aborts) on a pool and a swap space
+// far too small, with a fake KV memory of token ids per slot. Each step's copies run in the
+// order listed, then every chunk's sequence must find its computed tokens in its blocks
+// before its new tokens are written.
+class FakeKvMemory {
+ public:
+  FakeKvMemory(int32_t blocks, int32_t host_blocks, int32_t block_size)
+      : block_size_(block_size),
+        device_(static_cast<size_t>(blocks) * block_size, -1),
+        host_(static_cast<size_t>(host_blocks) * block_size, -1) {}
+
+  void Run(const std::vector<BlockCopy>& copies) {
+    for (const BlockCopy& c : copies) {
+      const std::vector<int32_t>& from = c.kind == CopyKind::kFromHost ? host_ : device_;
+      std::vector<int32_t>& to = c.kind == CopyKind::kToHost ? host_ : device_;
+      std::copy_n(from.begin() + c.src * block_size_, block_size_,
+                  to.begin() + c.dst * block_size_);
+    }
+  }
+  int32_t& at(int32_t slot) { return device_[slot]; }
+
+ private:
+  int32_t block_size_;
+  std::vector<int32_t> device_, host_;
+};
+
+// Runs the random workload with `policy`; with `tenants`, requests alternate between two
+// tenants (weights 1 and 3: fair share moves run slots, preempting after admissions) and a
+// KV cap, so swap-ins and swap-outs mix within steps.
+void RunRandomWorkload(std::unique_ptr<SchedulingPolicy> policy,
+                       const std::vector<TenantConfig>& tenants) {
+  constexpr int32_t kBlocks = 16, kHostBlocks = 10, kBlockSize = 4;
+  KvCacheManager kv(kBlocks, kBlockSize, /*prefix_caching=*/true, PrefixHasher(), kHostBlocks);
+  Scheduler scheduler({.max_batched_tokens = 24, .max_seqs = 8}, &kv, std::move(policy));
+  scheduler.SetTenants(tenants);
+  FakeKvMemory memory(kBlocks, kHostBlocks, kBlockSize);
+  std::mt19937 rng(5);
+  const auto uniform = [&](int32_t lo, int32_t hi) {
+    return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
+  };
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<Sequence*> live;
+  const auto add = [&](std::vector<int32_t> tokens, int32_t max_total) {
+    auto seq = std::make_unique<Sequence>();
+    seq->request.tenant = tenants.empty() ? "" : tenants[seqs.size() % tenants.size()].name;
+    seq->id = static_cast<SeqId>(seqs.size() + 1);
+    seq->prompt_len = static_cast<int32_t>(tokens.size());
+    seq->tokens = std::move(tokens);
+    seq->max_total_tokens = max_total;
+    seq->cache_root = kv.hasher().Root(seq->request.tenant);
+    seqs.push_back(std::move(seq));
+    live.push_back(seqs.back().get());
+    return seqs.back().get();
+  };
+  int32_t added = 0, checked_tokens = 0;
+  for (int step = 0; step < 20000 && (added < 200 || !live.empty()); ++step) {
+    if (added < 200 && uniform(0, 1) == 0) {
+      // Prompts share one of three 8-token prefixes, so the prefix cache hits.
+      std::vector<int32_t> prompt;
+      const int32_t prefix = uniform(0, 2);
+      for (int32_t t = 0; t < 8; ++t) prompt.push_back(100 * prefix + t);
+      for (int32_t t = uniform(1, 10); t > 0; --t) prompt.push_back(uniform(0, 999));
+      Sequence* seq = add(prompt, static_cast<int32_t>(prompt.size()) + uniform(1, 14));
+      seq->pending_forks = uniform(0, 3) == 0 ? uniform(1, 2) : 0;
+      scheduler.Add(seq);
+      ++added;
+    }
+    if (!live.empty() && uniform(0, 30) == 0) {  // an abort, waiting or running
+      Sequence* gone = live[uniform(0, static_cast<int32_t>(live.size()) - 1)];
+      scheduler.Remove(gone);
+      std::erase(live, gone);
+    }
+    const SchedulerOutput out = scheduler.Schedule();
+    memory.Run(out.copies);
+    for (const ScheduledChunk& c : out.chunks) {
+      for (int32_t t = 0; t < c.seq->num_computed; ++t) {
+        ASSERT_EQ(memory.at(kv.Slot(c.seq->id, t)), c.seq->tokens[t])
+            << "sequence " << c.seq->id << " token " << t << " step " << step;
+        ++checked_tokens;
+      }
+      for (int32_t t = c.seq->num_computed; t < c.seq->num_computed + c.num_tokens; ++t) {
+        memory.at(kv.Slot(c.seq->id, t)) = c.seq->tokens[t];
+      }
+    }
+    std::vector<Sequence*> sampling;
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.seq->num_computed + c.num_tokens == c.seq->num_tokens()) sampling.push_back(c.seq);
+    }
+    scheduler.OnStepDone(out);
+    for (size_t i = 0, parents = sampling.size(); i < parents; ++i) {
+      Sequence* s = sampling[i];
+      // As Engine::Core::Fork: the samples take the prompt and its blocks, then sample.
+      for (int32_t f = s->pending_forks; f > 0; --f) {
+        Sequence* child = add(s->tokens, s->max_total_tokens);
+        child->request.tenant = s->request.tenant;
+        child->cache_root = s->cache_root;
+        child->prompt_len = s->prompt_len;
+        child->block_hashes = s->block_hashes;
+        scheduler.AddFork(s, child);
+        sampling.push_back(child);
+      }
+      s->pending_forks = 0;
+    }
+    for (Sequence* s : sampling) {
+      s->tokens.push_back(uniform(0, 999));
+      if (s->num_tokens() >= s->max_total_tokens) {
+        scheduler.Remove(s);
+        std::erase(live, s);
+      }
+    }
+  }
+  EXPECT_TRUE(live.empty());
+  EXPECT_GT(scheduler.num_swap_outs(), 10);
+  EXPECT_GT(scheduler.prefix_cache_hits(), 0);
+  EXPECT_GT(checked_tokens, 1000);
+  EXPECT_EQ(kv.num_free_blocks(), kBlocks);
+  EXPECT_EQ(kv.num_free_host_blocks(), kHostBlocks);
+}
+
+TEST(SchedulerSwapTest, RandomWorkloadKeepsEveryComputedTokenInPlace) {
+  RunRandomWorkload(std::make_unique<FcfsPolicy>(), {});
+}
+
+TEST(SchedulerSwapTest, RandomWorkloadOfTwoTenantsUnderFairShareKeepsEveryTokenInPlace) {
+  RunRandomWorkload(
+      std::make_unique<FairSharePolicy>(),
+      {{.name = "a", .weight = 1}, {.name = "b", .weight = 3, .kv_cache_cap_blocks = 12}});
 }
 
 // Bytes of block `b` of `cache` across every layer and kind, parameters included.
