@@ -11,7 +11,6 @@ GenerationLink::GenerationLink(int32_t n, std::function<void()> wake)
 }
 
 void GenerationLink::OnOutput(engine::GenerationOutput output) {
-  std::function<void()> last;  // released after the lock
   MutexLock lock(&mu_);
   if (output.index >= 0 && output.index < n_) {
     SampleDelta& sample = pending_.samples[output.index];
@@ -29,8 +28,9 @@ void GenerationLink::OnOutput(engine::GenerationOutput output) {
     wake_outstanding_ = true;
     wake_();
   }
-  // The last output: no further wake is needed; drop what wake_ holds.
-  if (output.finished()) last = std::move(wake_);
+  // wake_ (and the session it holds) stays until Detach(), which the session calls on its
+  // own executor: the engine thread never drops the last reference to a session, which
+  // could outlive its io_context then.
 }
 
 OutputBatch GenerationLink::Take() {

@@ -1,8 +1,9 @@
 // The bridge between the engine thread and an HTTP connection: an OutputSink that only
 // accumulates a request's outputs under a mutex and wakes the connection (on its own
 // executor) once per batch, so the engine thread never blocks and a slow connection sees
-// merged deltas. Detach() cuts it from the connection (shutdown), after which nothing is
-// posted any more.
+// merged deltas. Detach() cuts it from the connection, after which nothing is posted any
+// more; the session calls it once it has the last output, and shutdown for the rest. Until
+// then the link holds `wake` (and what it holds), so the engine thread never releases it.
 #pragma once
 
 #include <functional>
@@ -43,7 +44,7 @@ class GenerationLink final : public engine::OutputSink {
   void OnOutput(engine::GenerationOutput output) override;
   // Everything delivered since the last call; allows the next wake.
   OutputBatch Take();
-  // No more wakes; releases `wake` (and what it holds).
+  // No more wakes; releases `wake` (and what it holds) on the calling thread.
   void Detach();
 
  private:

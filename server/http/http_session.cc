@@ -366,6 +366,7 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
   Generation& g = *gen_;
   g.done = true;
   context_->Unregister(g.registration);
+  g.link->Detach();  // here, on this session's executor (see GenerationLink)
   const bool failed = batch.finish_reason == engine::FinishReason::kError;
   if (failed) {
     g.metrics->request_failure.Inc(absl::StatusCodeToString(batch.error.code()));
