@@ -336,9 +336,7 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->prefix_cache_evictions = kv_->pool().num_evictions();
   stats->num_swap_outs = scheduler_->num_swap_outs();
   stats->num_swap_ins = scheduler_->num_swap_ins();
-  stats->num_swapped =
-      static_cast<int32_t>(std::count_if(scheduler_->waiting().begin(), scheduler_->waiting().end(),
-                                         [](const Sequence* s) { return s->swapped; }));
+  stats->num_swapped = scheduler_->num_swapped();
   stats->num_swap_blocks = kv_->num_host_blocks();
   stats->num_free_swap_blocks = kv_->num_free_host_blocks();
   stats->num_steps = num_steps_;

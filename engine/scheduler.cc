@@ -281,6 +281,7 @@ void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const B
     tenant.num_blocks_held += UsedBlocks() - before;
     seq->swapped = false;
     ++num_swap_ins_;
+    --num_swapped_;
   }
   if (!cached.empty()) {
     const int32_t before = UsedBlocks();
@@ -378,6 +379,7 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
     tenant.num_blocks_held -= before - UsedBlocks();
     seq->swapped = true;
     ++num_swap_outs_;
+    ++num_swapped_;
   } else {
     FreeBlocks(seq);
     seq->num_computed = 0;
@@ -417,7 +419,11 @@ void Scheduler::Remove(Sequence* seq) {
   } else {
     found = false;
   }
-  FreeBlocks(seq);
+  FreeBlocks(seq);  // host blocks too, when it was swapped out
+  if (seq->swapped) {
+    seq->swapped = false;
+    --num_swapped_;
+  }
   seq->status = SeqStatus::kFinished;
   if (found && !tenant.active()) policy_->OnTenantIdle(seq->tenant_index);
 }

@@ -94,6 +94,8 @@ class Scheduler {
   // Preemptions that swapped the sequence out (the rest recomputed), and swap-ins, ever.
   int64_t num_swap_outs() const { return num_swap_outs_; }
   int64_t num_swap_ins() const { return num_swap_ins_; }
+  // Waiting sequences swapped out now.
+  int32_t num_swapped() const { return num_swapped_; }
   // Prefix cache lookups at admission: tokens looked up and tokens found, ever.
   int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
   int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
@@ -164,6 +166,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t num_swap_outs_ = 0;
   int64_t num_swap_ins_ = 0;
+  int32_t num_swapped_ = 0;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
 };

@@ -115,8 +115,8 @@ TEST(EngineTest, Int8CacheWithSwapPreemptionEqualsEachAlone) {
 }
 
 TEST(EngineTest, AutoPreemptionSwapsOnTheCpuIntoASpaceAsLargeAsTheCache) {
-  auto automatic = testing::StoriesEngine({.num_blocks = 64,
-                                           .preemption_mode = engine::PreemptionMode::kAuto});
+  auto automatic =
+      testing::StoriesEngine({.num_blocks = 64, .preemption_mode = engine::PreemptionMode::kAuto});
   auto sized = testing::StoriesEngine({.num_blocks = 64,
                                        .preemption_mode = engine::PreemptionMode::kAuto,
                                        .swap_space = 10 * 20480});  // 16-token blocks: 20,480 B

@@ -255,6 +255,7 @@ void RunRandomWorkload(std::unique_ptr<SchedulingPolicy> policy,
   EXPECT_GT(checked_tokens, 1000);
   EXPECT_EQ(kv.num_free_blocks(), kBlocks);
   EXPECT_EQ(kv.num_free_host_blocks(), kHostBlocks);
+  EXPECT_EQ(scheduler.num_swapped(), 0);  // aborted while swapped out included
 }
 
 TEST(SchedulerSwapTest, RandomWorkloadKeepsEveryComputedTokenInPlace) {

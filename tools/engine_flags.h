@@ -26,9 +26,9 @@ struct EngineFlags {
   std::string kv_cache = "on";
   bool enable_prefix_caching = true;
   std::string kv_cache_dtype = "auto";
-  std::string scheduling_policy = "auto";     // auto, fcfs or fair
-  std::string preemption_mode = "auto";  // auto, recompute or swap
-  double swap_space_gib = 0;                  // host memory for swap; 0 = the KV cache's size
+  std::string scheduling_policy = "auto";  // auto, fcfs or fair
+  std::string preemption_mode = "auto";    // auto, recompute or swap
+  double swap_space_gib = 0;               // host memory for swap; 0 = the KV cache's size
   int32_t shed_waiting_requests = 0;
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
   int32_t max_stop_strings = 16;
