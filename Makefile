@@ -2,7 +2,14 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-SERVE_FLAGS ?= --host 127.0.0.1 --port 50051 --metrics-port 9090
+SERVE_FLAGS ?= --port 50051 --metrics-port 9090
+# The daemon listens on loopback unless SERVE_FLAGS names a --host.
+SERVE_HOST = $(if $(findstring --host,$(SERVE_FLAGS)),,--host 127.0.0.1)
+# CUDA backend: `make test` compiles it wherever nvcc exists (AUTO); `make serve` only when a
+# GPU is present, unless asked for with `make serve PAGODA_CUDA=ON` (or OFF).
+PAGODA_CUDA ?= AUTO
+SERVE_CUDA = $(if $(filter command line environment,$(origin PAGODA_CUDA)),$(PAGODA_CUDA),$(shell nvidia-smi -L >/dev/null 2>&1 && echo AUTO || echo OFF))
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 .PHONY: all deps configure build test serve asan tsan clang-checks format clean
 
@@ -12,7 +19,7 @@ deps:
 	./scripts/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	$(CONFIGURE) -DPAGODA_CUDA=$(PAGODA_CUDA) $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -21,14 +28,19 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
-# Builds and runs the daemon on the built-in default model (random weights).
-# Give a real model with: make serve SERVE_FLAGS="--model path/to/model.gguf"
-serve: build
-	$(BUILD_DIR)/bin/pagoda serve $(SERVE_FLAGS)
+# Builds only the daemon (not the suite) and serves the built-in default model, the real
+# stories260K. Give another with: make serve SERVE_FLAGS="--model path/to/model.gguf".
+# Configures once (a build folder that exists keeps its settings unless PAGODA_CUDA is given),
+# so a second `make serve` with nothing changed starts at once.
+serve: deps
+	@if [ ! -f $(BUILD_DIR)/build.ninja ] || [ -n "$(filter command line environment,$(origin PAGODA_CUDA))" ]; then \
+	  $(CONFIGURE) -DPAGODA_CUDA=$(SERVE_CUDA) $(CMAKE_FLAGS); fi
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target pagoda
+	$(BUILD_DIR)/bin/pagoda serve $(SERVE_HOST) $(SERVE_FLAGS)
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CPU only).
 asan:
-	$(MAKE) test BUILD_DIR=build-asan CMAKE_FLAGS="-DPAGODA_SANITIZE=address -DPAGODA_CUDA=OFF"
+	$(MAKE) test BUILD_DIR=build-asan PAGODA_CUDA=OFF CMAKE_FLAGS="-DPAGODA_SANITIZE=address"
 
 # The engine's threads under ThreadSanitizer (CPU only): the engine, scheduler, batching,
 # golden, CPU kernel (attention, products: they use the thread pool) and profiling tests.
@@ -36,7 +48,7 @@ asan:
 # TSan, so their internal synchronization is invisible to it and it reports races inside
 # gRPC's own inlined code.
 tsan:
-	$(MAKE) build BUILD_DIR=build-tsan CMAKE_FLAGS="-DPAGODA_SANITIZE=thread -DPAGODA_CUDA=OFF"
+	$(MAKE) build BUILD_DIR=build-tsan PAGODA_CUDA=OFF CMAKE_FLAGS="-DPAGODA_SANITIZE=thread"
 	cd build-tsan && ctest --output-on-failure -j$(JOBS) -R "^(Engine|Scheduler|FairSharePolicy|Batch|KvCache|Golden|CpuBackend|CpuF32|QuantMatMul|Profiling|StopStrings|ThreadPool|PrefillPacer|PacedScheduler|CopyKvBlocks)"
 
 # clang's static and dynamic checks (docs/HARDENING.md): every library, the pagoda binary and

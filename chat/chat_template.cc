@@ -32,7 +32,7 @@ std::string FormatTime(const std::string& format, std::time_t now) {
 }
 
 // Global functions: raise_exception, namespace, range, strftime_now, dict.
-void AddGlobalFunctions(Object& g, std::time_t now) {
+void AddGlobalFunctions(Object& g, std::optional<std::time_t> now) {
   g.emplace_back("raise_exception", Value::Func([](CallArgs& args) -> Value {
                    Value msg = args.positional.empty() ? Value() : args.positional[0];
                    throw TemplateError("raised", msg.ToString(), 0);
@@ -71,7 +71,10 @@ void AddGlobalFunctions(Object& g, std::time_t now) {
                    if (args.positional.empty() || !args.positional[0].IsString()) {
                      throw TemplateError("runtime", "strftime_now takes a format string", 0);
                    }
-                   return Value::Str(FormatTime(args.positional[0].s, now));
+                   if (!now.has_value()) {
+                     throw TemplateError("runtime", "strftime_now: the caller gave no clock", 0);
+                   }
+                   return Value::Str(FormatTime(args.positional[0].s, *now));
                  }));
 }
 
@@ -136,7 +139,7 @@ absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messa
   Object globals;
   nlohmann::json adapted = AdaptMessages(messages, supports_system_role_,
                                          source_->find("<|channel|>") == std::string::npos);
-  AddGlobalFunctions(globals, options.now.value_or(std::time(nullptr)));
+  AddGlobalFunctions(globals, options.now);
   globals.emplace_back("messages", Value::FromJson(adapted));
   globals.emplace_back("bos_token", Value::Str(options.bos_token));
   globals.emplace_back("eos_token", Value::Str(options.eos_token));

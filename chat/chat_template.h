@@ -29,7 +29,9 @@ struct RenderOptions {
   bool strip_leading_bos = false;
   // More template variables (date_string, enable_thinking, ...); must be a JSON object.
   nlohmann::json extra_context = nlohmann::json::object();
-  // Clock for strftime_now(); the current time when unset.
+  // The clock strftime_now() reads: the caller's (the engine passes the current time, tests
+  // the time their references were made at). The renderer never reads the clock itself:
+  // unset, a template that calls strftime_now() gets an error.
   std::optional<std::time_t> now;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/chat_prompt.h"
 
+#include <ctime>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "chat/chat_template.h"
@@ -33,7 +35,8 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufF
   p->bos_text_ = std::move(bos_text);
   p->eos_text_ = std::move(eos_text);
   p->strip_bos_ = strip_bos;
-  chat::RenderOptions options{.bos_token = p->bos_text_, .eos_token = p->eos_text_};
+  chat::RenderOptions options{
+      .bos_token = p->bos_text_, .eos_token = p->eos_text_, .now = std::time(nullptr)};
   if (!override_source.empty()) {
     absl::StatusOr<chat::ChatTemplate> t = ParseAndProbe(override_source, options);
     if (!t.ok()) {
@@ -71,7 +74,8 @@ absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& m
   chat::RenderOptions options{.add_generation_prompt = add_generation_prompt,
                               .bos_token = bos_text_,
                               .eos_token = eos_text_,
-                              .strip_leading_bos = strip_bos_};
+                              .strip_leading_bos = strip_bos_,
+                              .now = std::time(nullptr)};
   absl::StatusOr<std::string> text = template_->Render(turns, options);
   if (!text.ok()) {
     return absl::Status(text.status().code(), absl::StrCat("messages: ", text.status().message()));

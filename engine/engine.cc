@@ -285,14 +285,9 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, int32_t n, KvLimi
   for (const TenantConfig& other : tenants_) {
     if (other.name != tenant) others_floors += other.kv_cache_floor_blocks;
   }
-  int64_t blocks = kv.num_blocks() - others_floors;
-  limit->holder = others_floors > 0 ? "the cache beyond other tenants' floors" : "the cache";
-  if (t != nullptr && t->kv_cache_cap_blocks > 0 && t->kv_cache_cap_blocks <= blocks) {
-    blocks = t->kv_cache_cap_blocks;
-    limit->holder =
-        absl::StrCat(who, "'s kv_cache_cap_blocks (", t->kv_cache_cap_blocks, " blocks)");
-  }
-  limit->tokens = blocks * kv.block_size();
+  const KvBlockLimit blocks = TenantKvLimit(t, tenant, others_floors, kv.num_blocks());
+  limit->holder = blocks.holder;
+  limit->tokens = blocks.blocks * kv.block_size();
   if (t == nullptr) return absl::OkStatus();
   if (t->max_running_requests > 0 && n > t->max_running_requests) {
     return Invalid("n", absl::StrCat(n, " samples run at once, more than ", who,

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,8 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/engine_client.h"
+#include "engine/injected_fault.h"
+#include "engine/prefill_pacer.h"
 #include "engine/request.h"
 #include "engine/tenant.h"
 
@@ -76,6 +79,9 @@ struct EngineConfig {
   // with a long prompt's prefill, its chunk is sized so the step takes at most this many
   // times a step without it. 0 = off (chunks take the whole budget); otherwise > 1.
   double max_decode_slowdown = 0;
+  // For tests: when set, every step takes its prefill limits from this (called on the
+  // engine thread) instead of the pacer, which makes paced schedules reproducible.
+  std::function<PrefillLimits()> prefill_limits_override;
   // Request limits, checked in Submit before any tokenizing (docs/API.md, "Limits").
   int64_t max_prompt_bytes = 0;  // 0 = what the context can hold: context x longest token
   int32_t max_stop_strings = 16;
@@ -83,7 +89,10 @@ struct EngineConfig {
   // Chat template source overriding the model's tokenizer.chat_template (--chat-template);
   // empty = the model's.
   std::string chat_template;
-  StepObserver* step_observer = nullptr;  // not owned; outlives the engine; null = no timing
+  StepObserver* step_observer = nullptr;
+  // Tests only: a deliberate bug (engine/injected_fault.h) the differential tester must catch.
+  InjectedFault injected_fault =
+      InjectedFault::kNone;  // not owned; outlives the engine; null = no timing
 };
 
 // One tenant's share of the engine (EngineStats::tenants).

@@ -138,6 +138,9 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   core->scheduler_ =
       std::make_unique<Scheduler>(sc, core->kv_.get(), MakePolicy(core->fair_share_));
   core->runner_ = std::make_unique<ModelRunner>(core->model_.get(), core->kv_.get(), cache, swap);
+  core->runner_->set_injected_fault(config.injected_fault);
+  core->kv_->set_injected_fault(config.injected_fault);
+  core->limits_override_ = config.prefill_limits_override;
   core->pacer_ = std::make_unique<PrefillPacer>(config.kv_cache ? config.max_decode_slowdown : 0,
                                                 config.max_batched_tokens);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
@@ -214,11 +217,22 @@ void Engine::Core::Finish(Sequence* seq, GenerationOutput final_output) {
   if (sink) sink->OnOutput(std::move(final_output));
 }
 
+void Engine::Core::EndUnsatisfiable() {
+  std::vector<std::pair<RequestHandle, absl::Status>> ended;
+  for (auto& [seq, status] : scheduler_->Unsatisfiable()) {
+    ended.emplace_back(RequestOfSeq(seq->id), std::move(status));
+  }
+  for (const auto& [handle, status] : ended) EndRequest(handle, FinishReason::kError, status);
+}
+
 void Engine::Core::Step() {
   const bool timed = observer_ != nullptr || pacer_->enabled();
   const absl::Time start = timed ? absl::Now() : absl::InfinitePast();
-  scheduler_->SetPrefillLimits(pacer_->Limits());
+  EndUnsatisfiable();
+  scheduler_->SetPrefillLimits(limits_override_ ? limits_override_() : pacer_->Limits());
   const SchedulerOutput out = scheduler_->Schedule();
+  // A step of copies alone (a victim swapped out while the rest was held back) still runs:
+  // else the victim would swap back in from host blocks that were never written.
   if (out.empty()) return;
   const absl::Time now = absl::Now();
   for (const ScheduledChunk& c : out.chunks) {
@@ -236,8 +250,12 @@ void Engine::Core::Step() {
   }
   if (!status.ok()) {
     // A failed step poisons nothing but its own batch: end those requests with the error.
+    // Victims swapped out this step lost their K/V with a failed copy: they end too.
     std::vector<RequestHandle> failed;
     for (const ScheduledChunk& c : out.chunks) failed.push_back(RequestOfSeq(c.seq->id));
+    for (const Sequence* victim : out.preempted) {
+      if (victim->swapped) failed.push_back(RequestOfSeq(victim->id));
+    }
     for (RequestHandle handle : failed) EndRequest(handle, FinishReason::kError, status);
   } else {
     ProcessOutputs(out, logits_, observer_ != nullptr ? &timing : nullptr);

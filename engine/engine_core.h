@@ -2,6 +2,7 @@
 // and only from its own thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ class Engine::Core {
   void Finish(Sequence* seq, GenerationOutput final_output);
   // Finishes every sample of `handle` with `reason` (and `error`).
   void EndRequest(RequestHandle handle, FinishReason reason, const absl::Status& error);
+  // Ends the requests of sequences that can never run again under the tenant terms now
+  // (Scheduler::Unsatisfiable): an explicit error instead of a stream that stalls.
+  void EndUnsatisfiable();
   // Samples and delivers the next token of each chunk that completed its sequence.
   // `timing` (null unless profiling) gets the sampling and detokenizing times.
   void ProcessOutputs(const SchedulerOutput& out, std::vector<float>& logits, StepTiming* timing);
@@ -86,6 +90,7 @@ class Engine::Core {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> processor_;
   std::unique_ptr<PrefillPacer> pacer_;
+  std::function<PrefillLimits()> limits_override_;  // EngineConfig::prefill_limits_override
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   absl::flat_hash_map<RequestHandle, RequestState> requests_;
   std::vector<float> logits_;

@@ -32,23 +32,18 @@ absl::Status CopyRun(kernels::Backend& backend, const kernels::PagedKvCache& cac
   const kernels::KvCacheShape& s = cache.shape;
   const size_t data_bytes =
       static_cast<size_t>(int64_t{s.block_size} * s.token_elems()) * kernels::DTypeSize(s.dtype);
-  // kI8 parameters (kernels/kv_cache.h): K's step and offset per block, head and channel;
-  // V's scale per token and head.
-  const size_t k_param_bytes = static_cast<size_t>(s.num_kv_heads) * 2 * s.head_dim * sizeof(float);
-  const size_t v_scale_bytes = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
+  // kI8 scales (kernels/kv_cache.h): one per token and head, of K and of V.
+  const size_t scale_bytes = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
   for (int32_t layer = 0; layer < s.num_layers; ++layer) {
     for (int32_t kind = 0; kind < 2; ++kind) {
       RETURN_IF_ERROR(CopyBlocks(backend, first, count, data_bytes,
                                  static_cast<const char*>(from.Plane(layer, kind)),
                                  static_cast<char*>(to.Plane(layer, kind)), staging));
+      if (!s.has_scales()) continue;
+      RETURN_IF_ERROR(CopyBlocks(backend, first, count, scale_bytes,
+                                 reinterpret_cast<const char*>(from.Scales(layer, kind)),
+                                 reinterpret_cast<char*>(to.Scales(layer, kind)), staging));
     }
-    if (!s.has_scales()) continue;
-    RETURN_IF_ERROR(CopyBlocks(backend, first, count, k_param_bytes,
-                               reinterpret_cast<const char*>(from.KParams(layer)),
-                               reinterpret_cast<char*>(to.KParams(layer)), staging));
-    RETURN_IF_ERROR(CopyBlocks(backend, first, count, v_scale_bytes,
-                               reinterpret_cast<const char*>(from.VScales(layer)),
-                               reinterpret_cast<char*>(to.VScales(layer)), staging));
   }
   return absl::OkStatus();
 }

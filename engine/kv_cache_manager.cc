@@ -36,7 +36,8 @@ bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens, int32_t first_write,
   std::vector<int32_t>& table = tables_[seq];
   if (first_write >= 0) {
     const int32_t b = first_write / block_size_;
-    if (b < static_cast<int32_t>(table.size()) && pool_.ref_count(table[b]) > 1) {
+    if (b < static_cast<int32_t>(table.size()) && pool_.ref_count(table[b]) > 1 &&
+        fault_ != InjectedFault::kReuseBlockEarly) {
       std::vector<int32_t> fresh;
       pool_.Allocate(1, &fresh);
       copies->push_back({.src = table[b], .dst = fresh[0]});

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "engine/block_pool.h"
+#include "engine/injected_fault.h"
 #include "engine/prefix_hash.h"
 
 namespace pagoda::engine {
@@ -103,7 +104,11 @@ class KvCacheManager {
   int32_t num_host_blocks() const { return host_pool_.num_blocks(); }
   int32_t num_free_host_blocks() const { return host_pool_.num_free(); }
 
+  // Tests only (engine/injected_fault.h).
+  void set_injected_fault(InjectedFault fault) { fault_ = fault; }
+
  private:
+  InjectedFault fault_ = InjectedFault::kNone;
   int32_t block_size_;
   bool prefix_caching_;
   PrefixHasher hasher_;

@@ -35,10 +35,18 @@ void ModelRunner::BuildBatch(const SchedulerOutput& output, kernels::BatchInput*
 
 absl::Status ModelRunner::Execute(const SchedulerOutput& output, std::vector<float>* logits) {
   // Block copies first: the chunks may write into the copies and read what swaps in.
-  if (!output.copies.empty()) {
+  if (!output.copies.empty() && fault_ != InjectedFault::kSkipCopies) {
     RETURN_IF_ERROR(CopyKvBlocks(*model_->backend(), cache_, swap_, output.copies));
   }
+  if (output.chunks.empty()) {  // a step of copies only
+    logits->clear();
+    return absl::OkStatus();
+  }
   BuildBatch(output, &batch_);
+  if (fault_ == InjectedFault::kDropChunk && output.chunks.size() > 1) {
+    const int32_t last = batch_.query_start_loc[batch_.num_seqs() - 1];
+    std::fill(batch_.slot_mapping.begin() + last, batch_.slot_mapping.end(), -1);
+  }
   logits->resize(static_cast<size_t>(batch_.num_logits()) * model_->config().vocab_size);
   return model_->Forward(batch_, cache_, logits->data());
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/injected_fault.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/scheduler.h"
 #include "kernels/batch.h"
@@ -30,6 +31,8 @@ class ModelRunner {
   // order.
   absl::Status Execute(const SchedulerOutput& output, std::vector<float>* logits);
 
+  void set_injected_fault(InjectedFault fault) { fault_ = fault; }
+
   // The batch description of `output` (exposed for tests).
   void BuildBatch(const SchedulerOutput& output, kernels::BatchInput* batch) const;
 
@@ -39,6 +42,7 @@ class ModelRunner {
   kernels::PagedKvCache cache_;
   kernels::PagedKvCache swap_;
   kernels::BatchInput batch_;
+  InjectedFault fault_ = InjectedFault::kNone;
 };
 
 }  // namespace pagoda::engine

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 
 namespace pagoda::engine {
 
@@ -468,6 +469,31 @@ void Scheduler::SetTenants(const std::vector<TenantConfig>& table) {
     ++tenants_[s->tenant_index].num_waiting;
   }
   policy_->OnTenantsChanged(tenants_);
+}
+
+std::vector<std::pair<Sequence*, absl::Status>> Scheduler::Unsatisfiable() const {
+  std::vector<std::pair<Sequence*, absl::Status>> out;
+  int64_t floors = 0;
+  bool bounded = false;
+  for (const TenantState& t : tenants_) {
+    floors += t.config.kv_cache_floor_blocks;
+    bounded = bounded || t.config.kv_cache_cap_blocks > 0 || t.config.kv_cache_floor_blocks > 0;
+  }
+  if (!bounded) return out;
+  const auto check = [&](Sequence* s) {
+    const TenantState& t = tenants_[s->tenant_index];
+    const KvBlockLimit limit = TenantKvLimit(
+        &t.config, t.config.name, floors - t.config.kv_cache_floor_blocks, kv_->num_blocks());
+    const int32_t need = kv_->BlocksFor(s->num_tokens());
+    if (need <= limit.blocks) return;
+    out.emplace_back(
+        s, absl::ResourceExhaustedError(absl::StrCat(
+               "KV cache: the request's ", s->num_tokens(), " tokens need ", need, " blocks; ",
+               limit.holder, " holds ", limit.blocks, " since the tenant table changed")));
+  };
+  for (Sequence* s : running_) check(s);
+  for (Sequence* s : waiting_) check(s);
+  return out;
 }
 
 void Scheduler::SetPolicy(std::unique_ptr<SchedulingPolicy> policy) {

@@ -17,9 +17,11 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/prefill_pacer.h"
@@ -50,7 +52,9 @@ struct SchedulerOutput {
   std::vector<BlockCopy> copies;     // block copies to run before the chunks (copy on write)
   PacedStep paced;  // under pacing (SetPrefillLimits), for the PrefillPacer; else zeros
 
-  bool empty() const { return chunks.empty(); }
+  // Nothing to run: no chunk and no copy. A step with copies and no chunk still runs its
+  // copies (a swap-out while everything else was held back).
+  bool empty() const { return chunks.empty() && copies.empty(); }
 };
 
 class Scheduler {
@@ -76,6 +80,11 @@ class Scheduler {
   void SetTenants(const std::vector<TenantConfig>& tenants);
   // Replaces the policy; it learns the tenant table and the backlogged tenants at once.
   void SetPolicy(std::unique_ptr<SchedulingPolicy> policy);
+  // Sequences (running or waiting) that can never run again under the tenant terms now:
+  // the blocks their tokens need exceed the most their tenant may hold (a reload lowered its
+  // cap or raised another tenant's floor). Each with a ResourceExhausted naming the limit;
+  // the caller ends them. Under unchanged terms there are none (Submit checked).
+  std::vector<std::pair<Sequence*, absl::Status>> Unsatisfiable() const;
   // Limits of the next Schedule() calls (PrefillPacer): while a step carries short work,
   // each long prompt's chunk takes at most limits.long_chunk tokens (long decodes run only
   // when it is > 0). A step that would be empty under a long_chunk of 0 runs with long_chunk

@@ -39,6 +39,16 @@ enum class PreemptionMode : int8_t {
   kAuto,       // by measurement (docs/BENCH.md, "Preemption"): swap on CPU, recompute on CUDA
 };
 
+// The most KV blocks one sequence of a tenant may ever hold, and what bounds it (for
+// messages): its kv_cache_cap_blocks when set and smaller, else the pool less the other
+// tenants' floors. `config` is the tenant's terms, null for default terms.
+struct KvBlockLimit {
+  int64_t blocks = 0;
+  std::string holder;  // "tenant \"a\"'s kv_cache_cap_blocks (8 blocks)", "the cache", ...
+};
+KvBlockLimit TenantKvLimit(const TenantConfig* config, const std::string& name,
+                           int64_t others_floors, int64_t num_blocks);
+
 // A tenant's live accounting in the scheduler (engine thread only). Tenants named by a
 // request but absent from the table get default terms and `configured` false.
 struct TenantState {

@@ -68,6 +68,14 @@ absl::Status ValidateWeightShape(DType type, int64_t rows, int64_t cols) {
   return absl::OkStatus();
 }
 
+bool CudaBuiltIn() {
+#ifdef PAGODA_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.device) {
     case DeviceKind::kCpu:

@@ -115,6 +115,9 @@ struct BackendOptions {
   bool cpu_blas_only = false;  // CPU: every f32 product through OpenBLAS (A/B comparisons)
 };
 
+// Whether this build has the CUDA backend (PAGODA_CUDA at configure time).
+bool CudaBuiltIn();
+
 // Builds the requested backend; kAuto picks CUDA when a device is present, else CPU.
 // Unavailable when CUDA is asked for but not built in or no device is present.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);

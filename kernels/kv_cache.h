@@ -9,15 +9,15 @@
 // and its V vector at the same place with (l * 2 + 1). NHD inside a block keeps one token's
 // heads adjacent, so writing a new token is one contiguous store per layer.
 //
-// With dtype kI8 the data are int8 codes and float parameters follow all the data:
-//   K parameters  [num_layers][num_blocks][num_kv_heads][2][head_dim]: per block, head and
-//                 channel a step s and an offset z (x ~= code * s + z); keys vary per channel,
-//                 so each channel gets its own range over the block (asymmetric, KIVI-style).
-//                 The range grows as the block fills: earlier codes are re-rounded in place.
-//   V scales      [num_layers][num_blocks * block_size][num_kv_heads]: per token and head a
-//                 step s (x ~= code * s, s = max|x| / 127).
-// kernels/cpu/kv_int8.h stores and reads these. Copying a block (copy on write) must copy its
-// K parameters and its slots' V scales with its codes.
+// With dtype kI8 the data are int8 codes and float scales follow all the data:
+//   K scales  [num_layers][num_blocks * block_size][num_kv_heads]
+//   V scales  [num_layers][num_blocks * block_size][num_kv_heads]
+// per token and head a step s (x ~= code * s, s = max|x| / 127). A token's codes depend on
+// that token alone, never on which tokens were written with it or after it, so the cache's
+// contents do not depend on how prompts were chunked (batch invariance). (Per-channel ranges
+// over a block, KIVI-style, fit keys better but change as the block fills.)
+// kernels/cpu/kv_int8.h stores and reads these. Copying a block (copy on write, swap) must copy
+// its slots' scales with its codes.
 #pragma once
 
 #include <cstddef>
@@ -44,12 +44,8 @@ struct KvCacheShape {
   int64_t plane_elems() const { return int64_t{num_blocks} * block_size * token_elems(); }
   // True when the data carry float parameters after them (kI8).
   bool has_scales() const { return dtype == DType::kI8; }
-  // Floats of K parameters of one layer (0 without scales).
-  int64_t k_param_plane_elems() const {
-    return has_scales() ? int64_t{num_blocks} * num_kv_heads * 2 * head_dim : 0;
-  }
-  // Floats of V scales of one layer (0 without scales).
-  int64_t v_scale_plane_elems() const {
+  // Floats of K (or V) scales of one layer (0 without scales).
+  int64_t scale_plane_elems() const {
     return has_scales() ? int64_t{num_blocks} * block_size * num_kv_heads : 0;
   }
   // Bytes of the K and V values of every layer (parameters excluded).
@@ -58,17 +54,14 @@ struct KvCacheShape {
   }
   // Bytes of the whole cache, parameters included.
   size_t total_bytes() const {
-    return data_bytes() +
-           static_cast<size_t>(num_layers * (k_param_plane_elems() + v_scale_plane_elems())) *
-               sizeof(float);
+    return data_bytes() + static_cast<size_t>(2 * num_layers * scale_plane_elems()) * sizeof(float);
   }
   // Bytes one block takes across all layers, K and V, parameters included.
   size_t bytes_per_block() const {
     const int64_t data =
         2 * int64_t{block_size} * token_elems() * static_cast<int64_t>(DTypeSize(dtype));
     const int64_t params =
-        has_scales() ? (int64_t{num_kv_heads} * 2 * head_dim + int64_t{block_size} * num_kv_heads) *
-                           static_cast<int64_t>(sizeof(float))
+        has_scales() ? 2 * int64_t{block_size} * num_kv_heads * static_cast<int64_t>(sizeof(float))
                      : 0;
     return static_cast<size_t>(num_layers * (data + params));
   }
@@ -86,14 +79,10 @@ struct PagedKvCache {
            static_cast<size_t>((int64_t{layer} * 2 + kind) * shape.plane_elems()) *
                DTypeSize(shape.dtype);
   }
-  // K parameters of `layer` (kI8 only): [num_blocks][kv_heads][2 (s, z)][head_dim].
-  float* KParams(int32_t layer) const {
+  // Scales of K (kind 0) or V (kind 1) of `layer` (kI8 only): [num_blocks * block_size][kv_heads].
+  float* Scales(int32_t layer, int32_t kind) const {
     return reinterpret_cast<float*>(static_cast<char*>(data) + shape.data_bytes()) +
-           int64_t{layer} * shape.k_param_plane_elems();
-  }
-  // V scales of `layer` (kI8 only): [num_blocks * block_size][kv_heads].
-  float* VScales(int32_t layer) const {
-    return KParams(shape.num_layers) + int64_t{layer} * shape.v_scale_plane_elems();
+           (int64_t{layer} * 2 + kind) * shape.scale_plane_elems();
   }
 };
 

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,6 +13,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Noon of 1970-01-01 in the local time zone: strftime_now() shows that day in any zone.
+std::time_t LocalNoonOfEpochDay() {
+  std::tm tm{};
+  tm.tm_year = 70;
+  tm.tm_mday = 1;
+  tm.tm_hour = 12;
+  tm.tm_isdst = -1;
+  return std::mktime(&tm);
+}
+
 // Renders `source` with `context` as extra variables (no messages).
 absl::StatusOr<std::string> Render(const std::string& source,
                                    nlohmann::json context = nlohmann::json::object()) {
@@ -20,7 +31,7 @@ absl::StatusOr<std::string> Render(const std::string& source,
   RenderOptions options;
   options.add_generation_prompt = false;
   options.extra_context = std::move(context);
-  options.now = 0;  // 1970-01-01 UTC
+  options.now = LocalNoonOfEpochDay();
   return t->RenderJson(nlohmann::json::array(), options);
 }
 
@@ -191,6 +202,12 @@ TEST(ChatJinja, GlobalsAndMessages) {
   options.strip_leading_bos = true;
   EXPECT_EQ(*t->Render({{"user", "hi"}}, options), "<user>hi</s>");
   EXPECT_EQ(Ok("{{ strftime_now('%Y-%m-%d') }}"), "1970-01-01");
+  // The renderer never reads the clock: without the caller's, strftime_now() is an error.
+  RenderOptions no_clock;
+  absl::StatusOr<std::string> unclocked = ChatTemplate::Parse("{{ strftime_now('%Y') }}")
+                                              ->RenderJson(nlohmann::json::array(), no_clock);
+  ASSERT_FALSE(unclocked.ok());
+  EXPECT_THAT(unclocked.status().message(), HasSubstr("no clock"));
 }
 
 TEST(ChatJinja, RaiseExceptionCarriesTheMessage) {

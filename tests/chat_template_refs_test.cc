@@ -2,6 +2,7 @@
 // make_chat_template_refs.py) must come out byte for byte.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,6 +35,19 @@ TEST(ChatTemplateRefs, AtLeastTenTemplatesTimesFourConversations) {
   }
 }
 
+// The clock the references were rendered at: noon, local time, of the day llama.cpp's
+// server was given as date_string ("01 Dec 2026"), so strftime_now() gives that day in
+// any time zone and on any date the suite runs.
+std::time_t ReferenceClock(const nlohmann::json& ref) {
+  const std::string day = ref["context"]["date_string"].get<std::string>();
+  std::tm tm{};
+  const char* end = strptime(day.c_str(), "%d %b %Y", &tm);
+  EXPECT_TRUE(end != nullptr && *end == '\0') << "date_string " << day;
+  tm.tm_hour = 12;
+  tm.tm_isdst = -1;
+  return std::mktime(&tm);
+}
+
 class ChatTemplateRefTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ChatTemplateRefTest, MatchesLlamaServer) {
@@ -49,6 +63,7 @@ TEST_P(ChatTemplateRefTest, MatchesLlamaServer) {
     options.eos_token = ref["eos_token"].get<std::string>();
     options.strip_leading_bos = ref["strip_leading_bos"].get<bool>();
     options.extra_context = ref["context"];
+    options.now = ReferenceClock(ref);
     absl::StatusOr<std::string> got = tmpl->RenderJson(c["messages"], options);
     ASSERT_TRUE(got.ok()) << c["name"] << ": " << got.status();
     EXPECT_EQ(*got, c["prompt"].get<std::string>()) << c["name"];
@@ -76,7 +91,9 @@ TEST_P(ChatTemplateRefTest, DamagedTemplatesFailCleanly) {
       }
       ++parsed;
       absl::StatusOr<std::string> out = t->RenderJson(messages, options);
-      if (!out.ok()) EXPECT_FALSE(out.status().message().empty());
+      if (!out.ok()) {
+        EXPECT_FALSE(out.status().message().empty());
+      }
     }
   }
   EXPECT_GT(parsed, 0);

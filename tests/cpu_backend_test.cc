@@ -141,14 +141,13 @@ std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<flo
 
 // Rounds one token's vectors (all KV heads) as a cache of `dtype` stores them and returns
 // the values attention must see; writes the stored form at `slot` of plane (layer 0, kind).
-// int8 goes through kernels/cpu/kv_int8.h and returns x: a later token of the block can
-// re-round it, so the test reads what attention sees back at the end (ReadBackInt8).
+// int8 goes through kernels/cpu/kv_int8.h and returns x: the test reads what attention sees
+// back at the end (ReadBackInt8).
 std::vector<float> StoreAsCached(const float* x, const PagedKvCache& cache, int32_t kind,
                                  int64_t slot) {
   const KvCacheShape& s = cache.shape;
   if (s.dtype == DType::kI8) {
-    if (kind == 0) kernels::cpu::StoreKeysInt8(x, 0, 1, cache, 0, slot);
-    if (kind == 1) kernels::cpu::StoreValueInt8(x, cache, 0, slot);
+    kernels::cpu::StoreInt8(x, cache, 0, kind, slot);
     return std::vector<float>(x, x + s.token_elems());
   }
   const int64_t width = s.token_elems();

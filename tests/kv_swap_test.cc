@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/fair_share_policy.h"
@@ -268,23 +269,78 @@ TEST(SchedulerSwapTest, RandomWorkloadOfTwoTenantsUnderFairShareKeepsEveryTokenI
       {{.name = "a", .weight = 1}, {.name = "b", .weight = 3, .kv_cache_cap_blocks = 12}});
 }
 
-// Bytes of block `b` of `cache` across every layer and kind, parameters included.
+// Issue 22's schedule, with the real scheduler and KV cache manager: under pacing a
+// sequence can preempt itself (swapping out) in a step that then runs no chunk at all, the
+// other tenant's long work being held back. Such a step still has copies, so it is not
+// empty: the engine must run them (Engine::Core::Step), else the victim swaps back in from
+// host blocks that were never written.
+TEST(SchedulerSwapTest, APacedStepCanSwapOutWithNoChunkAndIsNotEmpty) {
+  KvCacheManager kv(72, 16, /*prefix_caching=*/true, PrefixHasher(), /*num_host_blocks=*/8);
+  Scheduler scheduler({.max_batched_tokens = 2048, .max_seqs = 256}, &kv,
+                      std::make_unique<FairSharePolicy>());
+  scheduler.SetTenants({{.name = "x"}, {.name = "y"}});
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  const auto add = [&](const std::string& tenant, int32_t prompt, int32_t output) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = static_cast<SeqId>(seqs.size() + 1);
+    seq->request.tenant = tenant;
+    for (int32_t t = 0; t < prompt; ++t) seq->tokens.push_back(3 + t % 500);
+    seq->prompt_len = prompt;
+    seq->max_total_tokens = prompt + output;
+    seq->cache_root = kv.hasher().Root(tenant);
+    scheduler.Add(seq.get());
+    seqs.push_back(std::move(seq));
+  };
+  add("x", 1100, 10);
+  int copy_only_step = -1, swapped_in_at = -1, finished = 0;
+  for (int step = 0; step < 400 && finished < 2; ++step) {
+    if (step == 1) add("y", 3, 60);
+    scheduler.SetPrefillLimits({.short_len = 16, .long_chunk = 0, .heavy_context = 1024});
+    const SchedulerOutput out = scheduler.Schedule();
+    if (out.chunks.empty() && !out.copies.empty() && copy_only_step < 0) {
+      copy_only_step = step;
+      EXPECT_FALSE(out.empty());
+      for (const BlockCopy& c : out.copies) EXPECT_EQ(c.kind, CopyKind::kToHost);
+    }
+    for (const BlockCopy& c : out.copies) {
+      if (c.kind == CopyKind::kFromHost && copy_only_step >= 0 && swapped_in_at < 0) {
+        swapped_in_at = step;
+      }
+    }
+    std::vector<Sequence*> sampling;
+    for (const ScheduledChunk& c : out.chunks) {
+      if (c.seq->num_computed + c.num_tokens == c.seq->num_tokens()) sampling.push_back(c.seq);
+    }
+    scheduler.OnStepDone(out);
+    for (Sequence* s : sampling) {
+      s->tokens.push_back(7);
+      if (s->num_tokens() >= s->max_total_tokens) {
+        scheduler.Remove(s);
+        ++finished;
+      }
+    }
+  }
+  EXPECT_EQ(finished, 2);
+  ASSERT_GE(copy_only_step, 0) << "no step swapped out without a chunk";
+  EXPECT_GT(swapped_in_at, copy_only_step);
+  EXPECT_EQ(kv.num_free_host_blocks(), 8);
+}
+
+// Bytes of block `b` of `cache` across every layer and kind, scales included.
 std::vector<char> BlockBytes(const kernels::PagedKvCache& cache, int32_t b) {
   const kernels::KvCacheShape& s = cache.shape;
   const size_t data = static_cast<size_t>(s.block_size * s.token_elems()) * DTypeSize(s.dtype);
-  const size_t kp = static_cast<size_t>(s.num_kv_heads) * 2 * s.head_dim * sizeof(float);
-  const size_t vs = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
+  const size_t scales = static_cast<size_t>(s.block_size) * s.num_kv_heads * sizeof(float);
   std::vector<char> out;
   auto append = [&](const void* base, size_t bytes) {
     const char* p = static_cast<const char*>(base) + b * bytes;
     out.insert(out.end(), p, p + bytes);
   };
   for (int32_t layer = 0; layer < s.num_layers; ++layer) {
-    append(cache.Plane(layer, 0), data);
-    append(cache.Plane(layer, 1), data);
-    if (!s.has_scales()) continue;
-    append(cache.KParams(layer), kp);
-    append(cache.VScales(layer), vs);
+    for (int32_t kind = 0; kind < 2; ++kind) {
+      append(cache.Plane(layer, kind), data);
+      if (s.has_scales()) append(cache.Scales(layer, kind), scales);
+    }
   }
   return out;
 }

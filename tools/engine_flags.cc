@@ -1,5 +1,7 @@
 #include "tools/engine_flags.h"
 
+#include <spdlog/spdlog.h>
+
 #include "chat/template_source.h"
 #include "common/status_macros.h"
 #include "kernels/backend.h"
@@ -15,8 +17,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--threads", f->threads, "CPU backend threads; 0 = one per hardware thread")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--cpu-matmul", f->cpu_matmul,
-                  "CPU f32 products: auto (SIMD dot kernels for decode, OpenBLAS for large "
-                  "prefills) or blas (OpenBLAS always, for comparisons)")
+                  "CPU f32 products: auto (SIMD dot kernels at every batch size: batch "
+                  "invariant) or blas (OpenBLAS always, for comparisons; not batch invariant)")
       ->check(CLI::IsMember({"auto", "blas"}));
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")
       ->check(CLI::Range(1, 1024));
@@ -145,6 +147,11 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
   }
   ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
+  if (!kernels::CudaBuiltIn()) {
+    spdlog::info(
+        "this build has no CUDA backend; for a GPU build: make serve PAGODA_CUDA=ON "
+        "(needs nvcc)");
+  }
   ASSIGN_OR_RETURN(auto engine,
                    engine::Engine::Create(config, std::move(file), std::move(backend)));
   engine->Start();

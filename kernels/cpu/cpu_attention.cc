@@ -7,10 +7,9 @@
 // loaded once per chunk of the context and used by all of them. Softmax is online: per
 // chunk of kChunk context tokens the running max and sum are updated and the
 // accumulator rescaled, so the context is traversed once.
-// The cache may hold f32, f16, bf16 or int8 (K: a step and offset per block, head and
-// channel; V: a step per token and head): rows of the other types are widened to f32 per
-// chunk into a small scratch tile (64 rows of K and of V) as they are read, so no f32 copy of
-// the cache exists.
+// The cache may hold f32, f16, bf16 or int8 (K and V: a step per token and head): rows of
+// the other types are widened to f32 per chunk into a small scratch tile (64 rows of K and of
+// V) as they are read, so no f32 copy of the cache exists.
 // SSSE3 adds little over SSE4 and the portable code: not built, to save compile time.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS HWY_SSSE3
@@ -34,8 +33,6 @@ namespace pagoda::kernels::cpu {
 
 // Context tokens whose scores are held at once; a multiple of every vector width.
 constexpr int32_t kChunk = 64;
-// Rows from which transposing the chunk's K pays for itself (one transpose, many rows).
-constexpr int32_t kTransposeRows = 8;
 
 // One work item. Rows r = qi * group + h (query qi of the tile, head h of the group).
 struct TileArgs {
@@ -52,14 +49,13 @@ struct TileArgs {
   const char* k_head = nullptr;  // K plane offset to this KV head
   const char* v_head = nullptr;
   int64_t kv_row_bytes = 0;         // bytes per cached token (all KV heads)
-  const float* k_params = nullptr;  // kI8: K parameters of block 0 offset to this KV head
-  int64_t k_params_stride = 0;      // kI8: floats between consecutive blocks' K parameters
+  const float* k_scales = nullptr;  // kI8: K scale plane offset to this KV head
   const float* v_scales = nullptr;  // kI8: V scale plane offset to this KV head
   int32_t num_kv_heads = 0;         // V scales per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
-  // rows * (kChunk + head_dim + 2) + 16 + head_dim * kChunk floats, aligned to 64 bytes,
-  // then 2 * kChunk * head_dim floats for widened K and V rows.
+  // rows * (kChunk + head_dim + 2) + 16 floats, aligned to 64 bytes, then 2 * kChunk *
+  // head_dim floats for widened K and V rows.
   float* scratch = nullptr;
 };
 
@@ -97,43 +93,6 @@ void Scores(D d, const TileArgs& a, const float* const* k_rows, const int32_t* f
       }
       for (; e < dim; e += lanes) acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
       scores[r * kChunk + t] = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1))) * a.scale;
-    }
-  }
-}
-
-// Scores for many rows (a prefill tile): the chunk's K is transposed once into kt
-// [head_dim][kChunk], so each row's scores are vector FMAs of broadcast q elements with no
-// horizontal sums. Entries past visible(r) are left unspecified.
-void ScoresTransposed(const TileArgs& a, const float* const* k_rows, const Visible& visible,
-                      int32_t n, int32_t rows, float* kt, float* scores) {
-  const hn::ScalableTag<float> d;
-  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
-  const int32_t dim = a.head_dim;
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t e = 0; e < dim; ++e) kt[e * kChunk + t] = k_rows[t][e];
-  }
-  for (int32_t e = 0; e < dim; ++e) {
-    for (int32_t t = n; t < kChunk; ++t) kt[e * kChunk + t] = 0.f;
-  }
-  const auto scale = hn::Set(d, a.scale);
-  for (int32_t r = 0; r < rows; ++r) {
-    const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
-    float* s = scores + r * kChunk;
-    const int32_t vis = visible(r);
-    for (int32_t t0 = 0; t0 < vis; t0 += 4 * lanes) {  // kChunk is a multiple of 4 vectors
-      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-      const float* k = kt + t0;
-      for (int32_t e = 0; e < dim; ++e, k += kChunk) {
-        const auto qe = hn::Set(d, q[e]);
-        acc0 = hn::MulAdd(qe, hn::Load(d, k), acc0);
-        acc1 = hn::MulAdd(qe, hn::Load(d, k + lanes), acc1);
-        acc2 = hn::MulAdd(qe, hn::Load(d, k + 2 * lanes), acc2);
-        acc3 = hn::MulAdd(qe, hn::Load(d, k + 3 * lanes), acc3);
-      }
-      hn::Store(hn::Mul(acc0, scale), d, s + t0);
-      hn::Store(hn::Mul(acc1, scale), d, s + t0 + lanes);
-      hn::Store(hn::Mul(acc2, scale), d, s + t0 + 2 * lanes);
-      hn::Store(hn::Mul(acc3, scale), d, s + t0 + 3 * lanes);
     }
   }
 }
@@ -234,7 +193,7 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
   }
 }
 
-// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8: V codes times scales[t])
+// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8: codes times *scales[t])
 // into consecutive f32 rows of `dst` and points rows[t] at them.
 template <class D>
 void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* scales, int32_t n,
@@ -268,27 +227,6 @@ void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* s
   }
 }
 
-// Widens n int8 K rows: element e is code * params[t][e] + params[t][head_dim + e] (the step
-// and offset of its block and channel), into consecutive rows of `dst`; points rows[t] there.
-template <class D>
-void WidenKeysI8(D d, const TileArgs& a, const float** rows, const float* const* params, int32_t n,
-                 float* dst) {
-  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
-  const int32_t dim = a.head_dim;
-  const hn::Rebind<int8_t, D> d8;
-  const hn::Rebind<int32_t, D> di;
-  for (int32_t t = 0; t < n; ++t) {
-    const auto* q = reinterpret_cast<const int8_t*>(rows[t]);
-    const float* step = params[t];
-    float* out = dst + int64_t{t} * dim;
-    for (int32_t e = 0; e < dim; e += lanes) {
-      const auto x = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + e)));
-      hn::StoreU(hn::MulAdd(x, hn::LoadU(d, step + e), hn::LoadU(d, step + dim + e)), d, out + e);
-    }
-    rows[t] = out;
-  }
-}
-
 template <class D>
 void AttendTileWith(D d, const TileArgs& a) {
   const int32_t rows = a.num_queries * a.group;
@@ -298,16 +236,16 @@ void AttendTileWith(D d, const TileArgs& a) {
   float* m = acc + int64_t{rows} * dim;
   float* l = m + rows;
   const int64_t used = int64_t{rows} * (kChunk + dim + 2);
-  float* kt = scores + (used + 15) / 16 * 16;  // [head_dim][kChunk], 64-byte aligned
+  float* wide = scores + (used + 15) / 16 * 16;  // 64-byte aligned
   for (int64_t i = 0; i < int64_t{rows} * dim; ++i) acc[i] = 0.f;
   for (int32_t r = 0; r < rows; ++r) m[r] = -HUGE_VALF, l[r] = 0.f;
 
   const float* k_rows[kChunk];
   const float* v_rows[kChunk];
-  const float* k_param[kChunk];
+  const float* k_scale[kChunk];
   const float* v_scale[kChunk];
-  int32_t first[kChunk];                       // first row that sees chunk token t
-  float* k_wide = kt + int64_t{dim} * kChunk;  // widened rows when the cache is not f32
+  int32_t first[kChunk];  // first row that sees chunk token t
+  float* k_wide = wide;   // widened rows when the cache is not f32
   float* v_wide = k_wide + int64_t{kChunk} * dim;
   const bool widen = a.kv_dtype != DType::kF32;
   const int32_t ctx = a.positions[a.num_queries - 1] + 1;
@@ -319,26 +257,21 @@ void AttendTileWith(D d, const TileArgs& a) {
       const int64_t slot = int64_t{a.table[pos / a.block_size]} * a.block_size + pos % a.block_size;
       k_rows[t] = reinterpret_cast<const float*>(a.k_head + slot * a.kv_row_bytes);
       v_rows[t] = reinterpret_cast<const float*>(a.v_head + slot * a.kv_row_bytes);
-      if (a.k_params != nullptr) {
-        k_param[t] = a.k_params + slot / a.block_size * a.k_params_stride;
+      if (a.k_scales != nullptr) {
+        k_scale[t] = a.k_scales + slot * a.num_kv_heads;
         v_scale[t] = a.v_scales + slot * a.num_kv_heads;
       }
       while (a.positions[qi] < pos) ++qi;  // the last query sees every token of ctx
       first[t] = qi * a.group;
     }
-    if (widen && a.kv_dtype == DType::kI8) {
-      WidenKeysI8(d, a, k_rows, k_param, n, k_wide);
-      WidenRows(d, a, v_rows, v_scale, n, v_wide);
-    } else if (widen) {
-      WidenRows(d, a, k_rows, nullptr, n, k_wide);
+    if (widen) {
+      WidenRows(d, a, k_rows, k_scale, n, k_wide);
       WidenRows(d, a, v_rows, v_scale, n, v_wide);
     }
     const Visible visible{a.positions, a.group, c0, n};
-    if (rows >= kTransposeRows) {
-      ScoresTransposed(a, k_rows, visible, n, rows, kt, scores);
-    } else {
-      Scores(d, a, k_rows, first, n, rows, scores);
-    }
+    // One way of computing a score for every tile shape: a query's result must not depend
+    // on how many other queries share its tile (batch invariance, docs/ARCHITECTURE.md).
+    Scores(d, a, k_rows, first, n, rows, scores);
     SoftmaxStep(d, a, visible, rows, scores, m, l, acc);
     AccumulateValues(d, a, v_rows, visible, rows, scores, acc);
   }
@@ -446,21 +379,11 @@ void WriteKv(const BatchInput& batch, const Tensor& k, const Tensor& v, const Pa
              int32_t layer, ThreadPool* pool) {
   const KvCacheShape& shape = cache.shape;
   if (shape.dtype == DType::kI8) {
-    // K by runs of consecutive slots in one block (a prefill's block gets its ranges at once).
-    const int32_t n = batch.num_tokens();
-    for (int32_t i = 0; i < n;) {
+    for (int32_t i = 0; i < batch.num_tokens(); ++i) {
       const int64_t slot = batch.slot_mapping[i];
-      int32_t run = 1;
-      if (slot >= 0) {
-        while (i + run < n && batch.slot_mapping[i + run] == slot + run &&
-               (slot + run) % shape.block_size != 0) {
-          ++run;
-        }
-        StoreKeysInt8(k.row<float>(i), k.stride, run, cache, layer, slot);
-        for (int32_t t = 0; t < run; ++t)
-          StoreValueInt8(v.row<float>(i + t), cache, layer, slot + t);
-      }
-      i += run;
+      if (slot < 0) continue;
+      StoreInt8(k.row<float>(i), cache, layer, 0, slot);
+      StoreInt8(v.row<float>(i), cache, layer, 1, slot);
     }
     return;
   }
@@ -485,8 +408,8 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
   const int64_t elem_bytes = static_cast<int64_t>(DTypeSize(shape.dtype));
   const auto* k_plane = static_cast<const char*>(cache.Plane(layer, 0));
   const auto* v_plane = static_cast<const char*>(cache.Plane(layer, 1));
-  const float* k_params = shape.has_scales() ? cache.KParams(layer) : nullptr;
-  const float* v_scales = shape.has_scales() ? cache.VScales(layer) : nullptr;
+  const float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
+  const float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
   const std::vector<Item> items = PlanItems(batch, kv_heads, group);
   int64_t work = 0;
   for (const Item& item : items) work += item.cost;
@@ -498,7 +421,7 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
     thread_local std::vector<float> scratch;
     // The layout TileArgs::scratch describes, for the largest tile, and 16 for alignment.
     const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) +
-                        static_cast<size_t>(head_dim) * kChunk * 3 + 32;
+                        static_cast<size_t>(head_dim) * kChunk * 2 + 32;
     if (scratch.size() < need) scratch.resize(need);
     float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                               ~uintptr_t{63});
@@ -520,9 +443,8 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
       a.k_head = k_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.v_head = v_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.kv_row_bytes = shape.token_elems() * elem_bytes;
-      if (k_params != nullptr) {
-        a.k_params = k_params + int64_t{it.kv_head} * 2 * head_dim;
-        a.k_params_stride = int64_t{kv_heads} * 2 * head_dim;
+      if (k_scales != nullptr) {
+        a.k_scales = k_scales + it.kv_head;
         a.v_scales = v_scales + it.kv_head;
       }
       a.num_kv_heads = shape.num_kv_heads;

@@ -12,8 +12,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
@@ -34,20 +32,12 @@ constexpr int64_t kMinParallelElems = 1 << 16;
 constexpr int64_t kMinParallelMacs = 1 << 18;
 // Column chunks are multiples of this, so each thread's slice of W stays aligned.
 constexpr int64_t kColumnGrain = 64;
-// Products with at most this many activation rows (decode batches) use the SIMD dot-product
-// kernel on the weights as stored; larger ones (prefill) OpenBLAS, whose per-call packing of
-// the weight is then spread over many rows, unless OpenBLAS runs kernels older than AVX2.
-constexpr int64_t kMaxDotRows = 64;
-
-// True when OpenBLAS picked AVX2-or-newer kernels for this machine. (Debian's 0.3.21 takes
-// Sapphire Rapids for a Prescott and runs SSE3 kernels, 3-5x slower than ours at any size.)
-bool OpenBlasIsModern() {
-  const std::string core = absl::AsciiStrToLower(openblas_get_corename());
-  for (const char* name : {"haswell", "zen", "skylakex", "cooperlake", "sapphire"}) {
-    if (absl::StrContains(core, name)) return true;
-  }
-  return false;
-}
+// Every f32 product, decode or prefill, uses the SIMD dot-product kernel on the weights as
+// stored (cpu_f32_matmul.h): each output element is one dot product whose arithmetic does not
+// depend on the other rows of the batch, so a token's result never depends on what runs beside
+// it (batch invariance, docs/ARCHITECTURE.md). OpenBLAS, faster for large prefills on some
+// machines, rounds differently at different sizes; it is used only where no SIMD kernel exists
+// or when asked for (--cpu-matmul blas), and then batch invariance does not hold.
 
 class CpuBackend final : public Backend {
  public:
@@ -55,7 +45,6 @@ class CpuBackend final : public Backend {
   CpuBackend(int32_t num_threads, bool blas_only)
       : pool_(num_threads),
         max_dot_rows_(!cpu::HasF32DotKernel() || blas_only ? 0
-                      : OpenBlasIsModern()                 ? kMaxDotRows
                                                            : std::numeric_limits<int64_t>::max()) {
     openblas_set_num_threads(1);
   }
@@ -230,7 +219,8 @@ class CpuBackend final : public Backend {
   }
 
   ThreadPool pool_;
-  int64_t max_dot_rows_;  // f32 products up to this many rows use cpu::F32MatMulColumns
+  int64_t
+      max_dot_rows_;  // f32 products up to this many rows use cpu::F32MatMulColumns (all or none)
   BatchInput batch_;
   std::vector<uint8_t> quant_scratch_;  // activations quantized for QuantMatMul
 };
