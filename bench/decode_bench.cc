@@ -10,6 +10,9 @@
 //   --mode waste    KV-cache waste (reserved slots not holding a live token, over reserved
 //                   slots) sampled every step over a mixed-length workload
 //
+// --write_model=PATH writes the --preset/--dtype model to PATH as GGUF and exits, so that
+// several runs (tools/gpu-check.sh) synthesize a large preset once and pass it as --model.
+//
 // A benchmark prints numbers; it never fails on them.
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +35,7 @@
 #include "engine/engine.h"
 #include "kernels/backend.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/llama_config.h"
 #include "model/make_model.h"
 
@@ -39,6 +43,8 @@ ABSL_FLAG(std::string, mode, "batch", "kv, batch, profile, preempt or waste");
 ABSL_FLAG(std::string, preset, "25m", "make-model preset built in memory (when --model is empty)");
 ABSL_FLAG(std::string, model, "", "GGUF model file instead of a preset");
 ABSL_FLAG(std::string, dtype, "f32", "weight type of the in-memory preset: f32, f16 or bf16");
+ABSL_FLAG(std::string, write_model, "",
+          "write the --preset/--dtype model to this GGUF file and exit (no benchmark)");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
 ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 = all");
 ABSL_FLAG(std::string, cpu_matmul, "auto",
@@ -94,6 +100,33 @@ std::vector<int32_t> ParseList(const std::string& s) {
   return out;
 }
 
+// The flags' preset (--preset, --dtype) with seed 0.
+absl::StatusOr<gguf::GgufWriter> PresetModel() {
+  auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
+  if (!preset.ok()) return preset.status();
+  const std::string d = absl::GetFlag(FLAGS_dtype);
+  const gguf::TensorType type = d == "bf16"  ? gguf::TensorType::kBF16
+                                : d == "f16" ? gguf::TensorType::kF16
+                                             : gguf::TensorType::kF32;
+  return model::MakeModel(*preset, 0, type);
+}
+
+// --write_model: the preset to a file, nothing else.
+int WriteModel() {
+  const std::string path = absl::GetFlag(FLAGS_write_model);
+  const absl::Time start = absl::Now();
+  auto writer = PresetModel();
+  absl::Status status = writer.ok() ? writer->WriteFile(path) : writer.status();
+  if (!status.ok()) {
+    std::fprintf(stderr, "write_model: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  std::printf("wrote %s (preset %s, %s) in %.1f s\n", path.c_str(),
+              absl::GetFlag(FLAGS_preset).c_str(), absl::GetFlag(FLAGS_dtype).c_str(),
+              absl::ToDoubleSeconds(absl::Now() - start));
+  return 0;
+}
+
 using BackendWrap =
     std::function<std::unique_ptr<kernels::Backend>(std::unique_ptr<kernels::Backend>)>;
 
@@ -106,13 +139,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig 
     if (!f.ok()) return f.status();
     file = *std::move(f);
   } else {
-    auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
-    if (!preset.ok()) return preset.status();
-    const std::string d = absl::GetFlag(FLAGS_dtype);
-    const gguf::TensorType type = d == "bf16"  ? gguf::TensorType::kBF16
-                                  : d == "f16" ? gguf::TensorType::kF16
-                                               : gguf::TensorType::kF32;
-    auto writer = model::MakeModel(*preset, 0, type);
+    auto writer = PresetModel();
     if (!writer.ok()) return writer.status();
     auto f = gguf::GgufFile::FromBytes(writer->Serialize());
     if (!f.ok()) return f.status();
@@ -311,6 +338,7 @@ int main(int argc, char** argv) {
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   absl::ParseCommandLine(argc, cargs.data());
+  if (!absl::GetFlag(FLAGS_write_model).empty()) return pagoda::bench::WriteModel();
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "kv") return pagoda::bench::RunKv();
   if (mode == "batch") return pagoda::bench::RunBatch();

@@ -1,6 +1,10 @@
 #include "chat/chat_template.h"
 
+#include <exception>
+#include <new>
+
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "chat/ast.h"
 #include "chat/error.h"
@@ -12,6 +16,9 @@
 namespace pagoda::chat {
 namespace {
 
+// Marks the status of an exceeded budget (IsBudgetExceeded).
+constexpr char kBudgetPayload[] = "pagoda.chat/budget_exceeded";
+
 absl::Status ToStatus(const TemplateError& e) {
   std::string where = e.line > 0 ? absl::StrCat("chat template line ", e.line, ": ")
                                  : std::string("chat template: ");
@@ -19,7 +26,18 @@ absl::Status ToStatus(const TemplateError& e) {
   if (e.kind == "raised") {
     return absl::InvalidArgumentError(absl::StrCat(where, "raise_exception: ", e.what()));
   }
-  return absl::InvalidArgumentError(absl::StrCat(where, e.what()));
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat(where, e.what()));
+  if (e.kind == "budget") status.SetPayload(kBudgetPayload, absl::Cord("1"));
+  return status;
+}
+
+// Any other exception out of the renderer (an allocation that failed, a library's
+// length_error) is the template's error too: the daemon never dies of a template.
+absl::Status ToStatus(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    return absl::InvalidArgumentError("chat template: out of memory");
+  }
+  return absl::InvalidArgumentError(absl::StrCat("chat template: render failed: ", e.what()));
 }
 
 // Python's strftime on local time.
@@ -31,42 +49,61 @@ std::string FormatTime(const std::string& format, std::time_t now) {
   return std::string(buf, n);
 }
 
-// Global functions: raise_exception, namespace, range, strftime_now, dict.
-void AddGlobalFunctions(Object& g, std::optional<std::time_t> now) {
-  g.emplace_back("raise_exception", Value::Func([](CallArgs& args) -> Value {
+// range(stop), range(start, stop[, step]): its length charged before it is built.
+Value Range(const CallArgs& args, Budget& budget) {
+  int64_t p[3] = {0, 0, 1};
+  size_t n = args.positional.size();
+  if (n < 1 || n > 3) throw TemplateError("runtime", "range takes 1 to 3 args", 0);
+  for (size_t k = 0; k < n; ++k) {
+    if (args.positional[k].kind != Value::Kind::kInt) {
+      throw TemplateError("runtime", "range takes integers", 0);
+    }
+  }
+  if (n == 1) {
+    p[1] = args.positional[0].i;
+  } else {
+    for (size_t k = 0; k < n; ++k) p[k] = args.positional[k].i;
+  }
+  const int64_t start = p[0], stop = p[1], step = p[2];
+  if (step == 0) throw TemplateError("runtime", "range step is zero", 0);
+  // ceil(|stop - start| / |step|) in unsigned arithmetic: no int64 overflow.
+  const bool up = step > 0;
+  const uint64_t span = up ? (stop > start ? uint64_t(stop) - uint64_t(start) : 0)
+                           : (start > stop ? uint64_t(start) - uint64_t(stop) : 0);
+  const uint64_t stride = up ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+  const uint64_t count = span == 0 ? 0 : 1 + (span - 1) / stride;
+  budget.Steps(count);
+  budget.Bytes(kContainerBytes);
+  budget.Bytes(count, sizeof(Value));
+  Array out;
+  out.reserve(count);
+  for (uint64_t k = 0; k < count; ++k) {
+    const uint64_t offset = k * stride;  // <= span: the value stays between start and stop
+    out.push_back(
+        Value::Int(static_cast<int64_t>(up ? uint64_t(start) + offset : uint64_t(start) - offset)));
+  }
+  return Value::MakeArray(std::move(out));
+}
+
+// Global functions: raise_exception, namespace, range, strftime_now, dict. They charge
+// `budget`, which outlives every value of the render.
+void AddGlobalFunctions(Object& g, std::optional<std::time_t> now, Budget& budget) {
+  Budget* meter = &budget;
+  g.emplace_back("raise_exception", Value::Func([meter](CallArgs& args) -> Value {
                    Value msg = args.positional.empty() ? Value() : args.positional[0];
-                   throw TemplateError("raised", msg.ToString(), 0);
+                   throw TemplateError("raised", msg.ToString(*meter), 0);
                  }));
-  auto make_object = [](CallArgs& args) -> Value {
+  auto make_object = [meter](CallArgs& args) -> Value {
+    meter->Bytes(kContainerBytes);
+    meter->Bytes(args.keyword.size(), sizeof(std::pair<std::string, Value>));
     Object o;
-    for (auto& [k, v] : args.keyword) o.emplace_back(k, v);
+    for (auto& [k, v] : args.keyword) o.emplace_back(k, std::move(v));
     return Value::MakeObject(std::move(o));
   };
   g.emplace_back("namespace", Value::Func(make_object));
   g.emplace_back("dict", Value::Func(make_object));
-  g.emplace_back("range", Value::Func([](CallArgs& args) -> Value {
-                   int64_t p[3] = {0, 0, 1};
-                   size_t n = args.positional.size();
-                   if (n < 1 || n > 3) throw TemplateError("runtime", "range takes 1 to 3 args", 0);
-                   for (size_t k = 0; k < n; ++k) {
-                     if (args.positional[k].kind != Value::Kind::kInt) {
-                       throw TemplateError("runtime", "range takes integers", 0);
-                     }
-                   }
-                   if (n == 1) {
-                     p[1] = args.positional[0].i;
-                   } else {
-                     for (size_t k = 0; k < n; ++k) p[k] = args.positional[k].i;
-                   }
-                   if (p[2] == 0) throw TemplateError("runtime", "range step is zero", 0);
-                   Array out;
-                   for (int64_t v = p[0]; p[2] > 0 ? v < p[1] : v > p[1]; v += p[2]) {
-                     if (out.size() > 1'000'000)
-                       throw TemplateError("runtime", "range too long", 0);
-                     out.push_back(Value::Int(v));
-                   }
-                   return Value::MakeArray(std::move(out));
-                 }));
+  g.emplace_back("range",
+                 Value::Func([meter](CallArgs& args) -> Value { return Range(args, *meter); }));
   g.emplace_back("strftime_now", Value::Func([now](CallArgs& args) -> Value {
                    if (args.positional.empty() || !args.positional[0].IsString()) {
                      throw TemplateError("runtime", "strftime_now takes a format string", 0);
@@ -106,6 +143,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
     t.program_ = std::move(program);
   } catch (const TemplateError& e) {
     return ToStatus(e);
+  } catch (const std::exception& e) {
+    return ToStatus(e);
   }
   t.source_ = std::make_shared<const std::string>(std::move(source));
   // As llama.cpp's capability probe: a template that never prints the system message's
@@ -113,8 +152,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
   t.supports_system_role_ = true;
   RenderOptions probe;
   probe.now = 0;
-  nlohmann::json messages = {{{"role", "system"}, {"content", "System message"}},
-                             {{"role", "user"}, {"content", "User message"}}};
+  // A tenth of the default steps and bytes: real templates need a hundredth of that for
+  // two messages, and a hostile one costs its parser a tenth of a render.
+  probe.budget.max_steps /= 10;
+  probe.budget.max_bytes /= 10;
+  const nlohmann::json messages = {{{"role", "system"}, {"content", "System message"}},
+                                   {{"role", "user"}, {"content", "User message"}}};
   absl::StatusOr<std::string> out = t.RenderJson(messages, probe);
   t.supports_system_role_ = out.ok() && out->find("System message") != std::string::npos;
   return t;
@@ -136,23 +179,28 @@ absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messa
   if (!options.extra_context.is_object()) {
     return absl::InvalidArgumentError("extra_context must be a JSON object");
   }
-  Object globals;
-  nlohmann::json adapted = AdaptMessages(messages, supports_system_role_,
-                                         source_->find("<|channel|>") == std::string::npos);
-  AddGlobalFunctions(globals, options.now);
-  globals.emplace_back("messages", Value::FromJson(adapted));
-  globals.emplace_back("bos_token", Value::Str(options.bos_token));
-  globals.emplace_back("eos_token", Value::Str(options.eos_token));
-  // As llama.cpp: the variable exists only when true.
-  if (options.add_generation_prompt)
-    globals.emplace_back("add_generation_prompt", Value::Bool(true));
-  for (const auto& [k, v] : options.extra_context.items()) {
-    globals.insert(globals.begin(), {k, Value::FromJson(v)});  // found before the defaults
-  }
+  // Declared before every value of the render: the functions among them point to it.
+  Budget budget(options.budget);
   std::string out;
   try {
-    out = Execute(*program_, Value::MakeObject(std::move(globals)));
+    Object globals;
+    nlohmann::json adapted = AdaptMessages(messages, supports_system_role_,
+                                           source_->find("<|channel|>") == std::string::npos);
+    AddGlobalFunctions(globals, options.now, budget);
+    globals.emplace_back("messages", Value::FromJson(adapted, budget));
+    globals.emplace_back("bos_token", Value::Str(options.bos_token));
+    globals.emplace_back("eos_token", Value::Str(options.eos_token));
+    // As llama.cpp: the variable exists only when true.
+    if (options.add_generation_prompt) {
+      globals.emplace_back("add_generation_prompt", Value::Bool(true));
+    }
+    for (const auto& [k, v] : options.extra_context.items()) {
+      globals.insert(globals.begin(), {k, Value::FromJson(v, budget)});  // before the defaults
+    }
+    out = Execute(*program_, Value::MakeObject(std::move(globals)), budget);
   } catch (const TemplateError& e) {
+    return ToStatus(e);
+  } catch (const std::exception& e) {
     return ToStatus(e);
   }
   if (options.strip_leading_bos && !options.bos_token.empty() &&
@@ -160,6 +208,11 @@ absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messa
     out.erase(0, options.bos_token.size());
   }
   return out;
+}
+
+bool IsBudgetExceeded(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument &&
+         status.GetPayload(kBudgetPayload).has_value();
 }
 
 }  // namespace pagoda::chat

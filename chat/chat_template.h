@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "chat/budget.h"
 
 namespace pagoda::chat {
 
@@ -33,18 +35,26 @@ struct RenderOptions {
   // the time their references were made at). The renderer never reads the clock itself:
   // unset, a template that calls strftime_now() gets an error.
   std::optional<std::time_t> now;
+  // What the render may spend (steps, bytes, value nesting, call depth).
+  RenderBudget budget;
 };
+
+// True for the InvalidArgument of a render that would have exceeded its RenderBudget.
+bool IsBudgetExceeded(const absl::Status& status);
 
 class ChatTemplate {
  public:
   // Parses `source`; InvalidArgument for a syntax error, Unimplemented for a Jinja
-  // statement outside the subset (both name the line).
+  // statement outside the subset (both name the line). Probes the system role with one
+  // render under a tenth of the default RenderBudget (failing it means no system role).
   static absl::StatusOr<ChatTemplate> Parse(std::string source);
 
   // Renders `messages` (after llama.cpp's role workarounds, see supports_system_role);
   // InvalidArgument carrying the message of the template's
   // raise_exception() or a type error, Unimplemented for an unsupported filter, test or
-  // method (each naming the line).
+  // method (each naming the line); InvalidArgument "chat template: step budget (N)
+  // exceeded" (or byte, value depth, call depth) when the render would exceed
+  // options.budget. Never throws.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      const RenderOptions& options) const;
 

@@ -1,6 +1,7 @@
 #include "chat/interpreter.h"
 
-#include <cmath>
+#include <iterator>
+#include <string_view>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -15,17 +16,19 @@ using Scope = std::unordered_map<std::string, Value>;
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-constexpr int kMaxDepth = 200;                     // nested macro calls and loops
-constexpr uint64_t kMaxStringBytes = 64ull << 20;  // one string or the whole output
+// The keys of a for loop's `loop` object, in the order UpdateLoop writes them.
+constexpr const char* kLoopKeys[] = {"index", "index0", "revindex", "revindex0", "first",
+                                     "last",  "length", "previtem", "nextitem"};
 
 class Interpreter {
  public:
-  explicit Interpreter(const Value& globals) : globals_(globals) { scopes_.emplace_back(); }
+  Interpreter(const Value& globals, Budget& budget) : globals_(globals), budget_(budget) {
+    scopes_.emplace_back();
+  }
 
   Flow ExecBlock(const std::vector<NodePtr>& body, std::string& out) {
     for (const NodePtr& n : body) {
       Flow f = Exec(*n, out);
-      if (out.size() > kMaxStringBytes) Fail(*n, "rendered text too long");
       if (f != Flow::kNormal) return f;
     }
     return Flow::kNormal;
@@ -36,25 +39,44 @@ class Interpreter {
     throw TemplateError("runtime", msg, n.line);
   }
 
-  Value Lookup(const std::string& name) const {
+  // Appends to the output, charging the bytes first.
+  void Emit(std::string_view text, std::string& out) {
+    budget_.Bytes(text.size());
+    out.append(text);
+  }
+  void EmitValue(const Value& v, std::string& out) {
+    if (v.IsString()) return Emit(v.s, out);
+    Emit(v.ToString(budget_), out);
+  }
+
+  // The innermost scope's variable `name` (hashing the name is charged).
+  Value& Slot(const std::string& name) {
+    budget_.Scan(name.size());
+    return scopes_.back()[name];
+  }
+
+  Value Lookup(const std::string& name) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      budget_.Scan(name.size());
       auto found = it->find(name);
-      if (found != it->end()) return found->second;
+      if (found != it->end()) return Copy(found->second, budget_);
       if (it->count("\x01macro")) break;  // a macro body sees its own scope and the root
     }
     auto root = scopes_.front().find(name);
-    if (root != scopes_.front().end()) return root->second;
-    const Value* g = globals_.Find(name);
-    return g ? *g : Value();
+    if (root != scopes_.front().end()) return Copy(root->second, budget_);
+    const Value* g = globals_.Find(name, budget_);
+    return g ? Copy(*g, budget_) : Value();
   }
 
   Flow Exec(const Node& n, std::string& out) {
+    budget_.Steps(1);
+    Budget::Nest nest(budget_);
     switch (n.kind) {
       case NodeKind::kText:
-        out += n.str;
+        Emit(n.str, out);
         return Flow::kNormal;
       case NodeKind::kOutput:
-        out += Eval(*n.kids[0]).ToString();
+        EmitValue(Eval(*n.kids[0]), out);
         return Flow::kNormal;
       case NodeKind::kIf:
         return ExecBlock(Eval(*n.kids[0]).Truthy() ? n.body : n.else_body, out);
@@ -64,16 +86,18 @@ class Interpreter {
         ExecSet(n);
         return Flow::kNormal;
       case NodeKind::kMacro:
-        scopes_.back()[n.str] = MakeMacro(n);
+        budget_.Bytes(kContainerBytes);
+        Slot(n.str) = MakeMacro(n);
         return Flow::kNormal;
       case NodeKind::kCallBlock:
-        out += ExecCallBlock(n);
+        EmitValue(ExecCallBlock(n), out);
         return Flow::kNormal;
       case NodeKind::kFilterBlock: {
         std::string inner;
         ExecBlock(n.body, inner);
         const Node& f = *n.kids[0];
-        out += ApplyFilter(f.str, Value::Str(inner), EvalArgs(f, 1), f.line).ToString();
+        EmitValue(ApplyFilter(f.str, Value::Str(std::move(inner)), EvalArgs(f, 1), f.line, budget_),
+                  out);
         return Flow::kNormal;
       }
       case NodeKind::kBreak:
@@ -85,59 +109,103 @@ class Interpreter {
     }
   }
 
-  Flow ExecFor(const Node& n, std::string& out) {
-    Value iterable = Eval(*n.kids[0]);
-    Array items;
-    if (iterable.IsArray()) {
-      items = *iterable.array;
-    } else if (iterable.IsObject()) {
-      for (const auto& [k, v] : *iterable.object) items.push_back(Value::Str(k));
-    } else if (iterable.IsString()) {
-      for (char c : iterable.s) items.push_back(Value::Str(std::string(1, c)));
-    } else if (!iterable.IsUndefined()) {
+  // The items a for loop walks (a copy, charged): list items, dict keys, characters.
+  Array LoopItems(const Node& n, const Value& iterable) {
+    if (iterable.IsArray()) return CopyItems(*iterable.array, budget_);
+    if (iterable.IsUndefined()) return {};
+    if (!iterable.IsObject() && !iterable.IsString()) {
       Fail(n, absl::StrCat("cannot iterate over ", iterable.TypeName()));
     }
+    Value list = ApplyFilter("list", iterable, CallArgs(), n.line, budget_);
+    return std::move(*list.array);
+  }
+
+  // Small frame: a for loop nests inside statements as deep as max_nesting allows, so
+  // its set-up and each iteration's bindings live in helpers that are not inlined.
+  Flow ExecFor(const Node& n, std::string& out) {
     scopes_.emplace_back();
-    if (n.kids[1]) {  // {% for x in xs if cond %}: filter before counting
-      Array kept;
-      for (const Value& item : items) {
-        Bind(n, item);
-        if (Eval(*n.kids[1]).Truthy()) kept.push_back(item);
-      }
-      items = std::move(kept);
-    }
-    const int64_t length = static_cast<int64_t>(items.size());
-    for (int64_t k = 0; k < length; ++k) {
-      Bind(n, items[k]);
-      Object loop = {
-          {"index", Value::Int(k + 1)},
-          {"index0", Value::Int(k)},
-          {"revindex", Value::Int(length - k)},
-          {"revindex0", Value::Int(length - k - 1)},
-          {"first", Value::Bool(k == 0)},
-          {"last", Value::Bool(k == length - 1)},
-          {"length", Value::Int(length)},
-          {"previtem", k > 0 ? items[k - 1] : Value()},
-          {"nextitem", k + 1 < length ? items[k + 1] : Value()},
-      };
-      scopes_.back()["loop"] = Value::MakeObject(std::move(loop));
+    Array items = ForItems(n);
+    std::shared_ptr<Object> loop = NewLoop();
+    for (size_t k = 0; k < items.size(); ++k) {
+      budget_.Steps(1);
+      StartIteration(n, loop, items, k);
       if (ExecBlock(n.body, out) == Flow::kBreak) break;
     }
     scopes_.pop_back();
-    if (length == 0) return ExecBlock(n.else_body, out);
+    if (items.empty()) return ExecBlock(n.else_body, out);
     return Flow::kNormal;
+  }
+
+  // What `n` iterates over, after its `if` filter; in the loop's new scope.
+  [[gnu::noinline]] Array ForItems(const Node& n) {
+    Value iterable = Eval(*n.kids[0]);
+    // A list only this loop holds (range(n), a filter's result) is taken, not copied.
+    Array items = iterable.IsArray() && iterable.array.use_count() == 1 ? std::move(*iterable.array)
+                                                                        : LoopItems(n, iterable);
+    if (!n.kids[1]) return items;
+    Array kept;  // {% for x in xs if cond %}: filter before counting
+    for (Value& item : items) {
+      Bind(n, item);
+      if (Eval(*n.kids[1]).Truthy()) kept.push_back(std::move(item));
+    }
+    return kept;
+  }
+
+  // One `loop` object per loop, updated in place for each item.
+  [[gnu::noinline]] std::shared_ptr<Object> NewLoop() {
+    budget_.Bytes(kContainerBytes);
+    budget_.Bytes(std::size(kLoopKeys), sizeof(std::pair<std::string, Value>));
+    Object fields;
+    for (const char* key : kLoopKeys) fields.emplace_back(key, Value());
+    return Value::MakeObject(std::move(fields)).object;
+  }
+
+  [[gnu::noinline]] void StartIteration(const Node& n, const std::shared_ptr<Object>& object,
+                                        const Array& items, size_t k) {
+    Value loop;
+    loop.kind = K::kObject;
+    loop.object = object;
+    Bind(n, items[k]);
+    UpdateLoop(n, loop, items, k);
+    Slot("loop") = std::move(loop);
+  }
+
+  void UpdateLoop(const Node& n, const Value& loop, const Array& items, size_t at) {
+    const int64_t k = static_cast<int64_t>(at);
+    const int64_t length = static_cast<int64_t>(items.size());
+    Object& o = *loop.object;
+    o[0].second = Value::Int(k + 1);
+    o[1].second = Value::Int(k);
+    o[2].second = Value::Int(length - k);
+    o[3].second = Value::Int(length - k - 1);
+    o[4].second = Value::Bool(k == 0);
+    o[5].second = Value::Bool(k == length - 1);
+    o[6].second = Value::Int(length);
+    o[7].second = Value();
+    o[8].second = Value();
+    // An item that holds this loop object would make a cycle: CheckInsert refuses it.
+    if (k > 0) {
+      CheckInsert(loop, items[at - 1], n.line, budget_);
+      o[7].second = Copy(items[at - 1], budget_);
+    }
+    if (k + 1 < length) {
+      CheckInsert(loop, items[at + 1], n.line, budget_);
+      o[8].second = Copy(items[at + 1], budget_);
+    }
   }
 
   // Binds the loop variable(s) of `n` to `item`, unpacking pairs for `for a, b in ...`.
   void Bind(const Node& n, const Value& item) {
     if (n.names.size() == 1) {
-      scopes_.back()[n.names[0]] = item;
+      Slot(n.names[0]) = Copy(item, budget_);
       return;
     }
     if (!item.IsArray() || item.array->size() != n.names.size()) {
       Fail(n, absl::StrCat("cannot unpack ", item.TypeName(), " into ", n.names.size(), " names"));
     }
-    for (size_t k = 0; k < n.names.size(); ++k) scopes_.back()[n.names[k]] = (*item.array)[k];
+    for (size_t k = 0; k < n.names.size(); ++k) {
+      Slot(n.names[k]) = Copy((*item.array)[k], budget_);
+    }
   }
 
   void ExecSet(const Node& n) {
@@ -147,29 +215,25 @@ class Interpreter {
     } else {
       std::string inner;
       ExecBlock(n.body, inner);
-      v = Value::Str(inner);
+      v = Value::Str(std::move(inner));
     }
-    Assign(*n.kids[0], v);
+    Assign(*n.kids[0], std::move(v));
   }
 
-  void Assign(const Node& target, const Value& v) {
+  void Assign(const Node& target, Value v) {
     if (target.kind == NodeKind::kName) {
-      scopes_.back()[target.str] = v;
+      Slot(target.str) = std::move(v);
     } else if (target.kind == NodeKind::kAttr) {
       Value object = Eval(*target.kids[0]);
       if (!object.IsObject()) Fail(target, "can only assign attributes of a namespace");
-      for (auto& [k, slot] : *object.object) {
-        if (k == target.str) {
-          slot = v;
-          return;
-        }
-      }
-      object.object->emplace_back(target.str, v);
+      SetKey(object, target.str, v, target.line, budget_);
     } else if (target.kind == NodeKind::kList) {
       if (!v.IsArray() || v.array->size() != target.kids.size()) {
         Fail(target, "cannot unpack value in set");
       }
-      for (size_t k = 0; k < target.kids.size(); ++k) Assign(*target.kids[k], (*v.array)[k]);
+      for (size_t k = 0; k < target.kids.size(); ++k) {
+        Assign(*target.kids[k], Copy((*v.array)[k], budget_));
+      }
     } else {
       Fail(target, "invalid assignment target");
     }
@@ -179,40 +243,46 @@ class Interpreter {
   Value MakeMacro(const Node& n) {
     const Node* node = &n;
     return Value::Func([this, node](CallArgs& args) -> Value {
+      Budget::Call call(budget_);
+      if (args.positional.size() > node->names.size()) {
+        Fail(*node, absl::StrCat("too many arguments to macro ", node->str));
+      }
       Scope scope;
       scope["\x01macro"] = Value::Bool(true);
       for (size_t k = 0; k < node->names.size(); ++k) {
-        Value v = GetArg(args, k, node->names[k].c_str());
+        // GetArg's search, and a new entry of the scope (hash, allocation): three steps.
+        budget_.Steps(3 + args.keyword.size());
+        budget_.Scan(node->names[k].size());
+        Value v = Copy(GetArg(args, k, node->names[k].c_str()), budget_);
         if (v.IsUndefined() && node->kids[k]) v = Eval(*node->kids[k]);
-        scope[node->names[k]] = v;
+        scope[node->names[k]] = std::move(v);
       }
       for (const auto& [k, v] : args.keyword) {
         if (k == "caller") scope["caller"] = v;
       }
-      if (args.positional.size() > node->names.size()) {
-        Fail(*node, absl::StrCat("too many arguments to macro ", node->str));
-      }
-      if (scopes_.size() > kMaxDepth) Fail(*node, "macro recursion too deep");
       scopes_.push_back(std::move(scope));
       std::string out;
       ExecBlock(node->body, out);
       scopes_.pop_back();
-      return Value::Str(out);
+      return Value::Str(std::move(out));
     });
   }
 
-  std::string ExecCallBlock(const Node& n) {
+  Value ExecCallBlock(const Node& n) {
     const Node& call = *n.kids[0];
     Value callee = Eval(*call.kids[0]);
     if (callee.kind != K::kFunction) Fail(n, "{% call %} of a non-macro");
     CallArgs args = EvalArgs(call, 1);
     const Node* body = &n;
+    budget_.Bytes(kContainerBytes);
     args.keyword.emplace_back("caller", Value::Func([this, body](CallArgs&) -> Value {
+                                Budget::Call call(budget_);
                                 std::string out;
                                 ExecBlock(body->body, out);
-                                return Value::Str(out);
+                                return Value::Str(std::move(out));
                               }));
-    return (*callee.function)(args).ToString();
+    budget_.Steps(1);
+    return (*callee.function)(args);
   }
 
   CallArgs EvalArgs(const Node& n, size_t first) {
@@ -226,58 +296,52 @@ class Interpreter {
     return args;
   }
 
+  // Every expression: one step, and its value nests at most max_depth deep.
   Value Eval(const Node& n) {
+    budget_.Steps(1);
+    Budget::Nest nest(budget_);
+    Value v = EvalNode(n);
+    budget_.CheckDepth(v.depth);
+    return v;
+  }
+
+  Value EvalNode(const Node& n) {
     switch (n.kind) {
       case NodeKind::kLiteral:
-        return n.literal;
+        return Copy(n.literal, budget_);
       case NodeKind::kName:
         return Lookup(n.str);
       case NodeKind::kList: {
+        budget_.Bytes(kContainerBytes);
+        budget_.Bytes(n.kids.size(), sizeof(Value));
         Array items;
         for (const NodePtr& k : n.kids) items.push_back(Eval(*k));
         return Value::MakeArray(std::move(items));
       }
-      case NodeKind::kDict: {
-        Object o;
-        for (size_t k = 0; k + 1 < n.kids.size(); k += 2) {
-          Value key = Eval(*n.kids[k]);
-          if (!key.IsString()) {
-            throw TemplateError("unsupported",
-                                absl::StrCat("unsupported dict key of type ", key.TypeName()),
-                                n.line);
-          }
-          o.emplace_back(key.s, Eval(*n.kids[k + 1]));
-        }
-        return Value::MakeObject(std::move(o));
-      }
+      case NodeKind::kDict:
+        return EvalDict(n);
       case NodeKind::kAttr:
-        return Member(n, Eval(*n.kids[0]), Value::Str(n.str), true);
+        return Member(n, Eval(*n.kids[0]), AttrName(n), true);
       case NodeKind::kIndex:
         return Member(n, Eval(*n.kids[0]), Eval(*n.kids[1]), false);
       case NodeKind::kSlice:
         return EvalSlice(n);
-      case NodeKind::kCall: {
-        Value callee = Eval(*n.kids[0]);
-        if (callee.IsUndefined() &&
-            (n.kids[0]->kind == NodeKind::kAttr || n.kids[0]->kind == NodeKind::kName)) {
-          throw TemplateError("unsupported",
-                              absl::StrCat("unknown function or method '", n.kids[0]->str, "'"),
-                              n.line);
-        }
-        if (callee.kind != K::kFunction) {
-          Fail(n, absl::StrCat("call of a non-function (", callee.TypeName(), ")"));
-        }
-        CallArgs args = EvalArgs(n, 1);
-        return (*callee.function)(args);
-      }
+      case NodeKind::kCall:
+        return EvalCall(n);
       case NodeKind::kFilter:
-        return ApplyFilter(n.str, Eval(*n.kids[0]), EvalArgs(n, 1), n.line);
+        return ApplyFilter(n.str, Eval(*n.kids[0]), EvalArgs(n, 1), n.line, budget_);
       case NodeKind::kTest:
-        return Value::Bool(ApplyTest(n.str, Eval(*n.kids[0]), EvalArgs(n, 1), n.line) != n.flag);
+        return Value::Bool(ApplyTest(n.str, Eval(*n.kids[0]), EvalArgs(n, 1), n.line, budget_) !=
+                           n.flag);
       case NodeKind::kUnary:
         return EvalUnary(n);
-      case NodeKind::kBinary:
-        return EvalBinary(n);
+      case NodeKind::kBinary: {
+        const std::string& op = n.str;
+        Value a = Eval(*n.kids[0]);
+        if (op == "and") return a.Truthy() ? Eval(*n.kids[1]) : a;
+        if (op == "or") return a.Truthy() ? a : Eval(*n.kids[1]);
+        return BinaryOp(op, a, Eval(*n.kids[1]), n.line, budget_);
+      }
       case NodeKind::kCond:
         if (Eval(*n.kids[1]).Truthy()) return Eval(*n.kids[0]);
         return n.kids[2] ? Eval(*n.kids[2]) : Value();
@@ -286,14 +350,64 @@ class Interpreter {
     }
   }
 
+  Value EvalDict(const Node& n) {
+    budget_.Bytes(kContainerBytes);
+    budget_.Bytes(n.kids.size() / 2, sizeof(std::pair<std::string, Value>));
+    Object o;
+    for (size_t k = 0; k + 1 < n.kids.size(); k += 2) {
+      Value key = Eval(*n.kids[k]);
+      if (!key.IsString()) {
+        throw TemplateError("unsupported",
+                            absl::StrCat("unsupported dict key of type ", key.TypeName()), n.line);
+      }
+      o.emplace_back(std::move(key.s), Eval(*n.kids[k + 1]));
+    }
+    return Value::MakeObject(std::move(o));
+  }
+
+  // f(args), or receiver.method(args) with the receiver alive during the call.
+  Value EvalCall(const Node& n) {
+    const Node& target = *n.kids[0];
+    Value receiver;
+    Value callee;
+    if (target.kind == NodeKind::kAttr) {
+      receiver = Eval(*target.kids[0]);
+      bool own_key = receiver.IsObject() && receiver.Find(target.str, budget_) != nullptr;
+      if (!own_key && HasMethod(receiver.kind, target.str)) {
+        CallArgs args = EvalArgs(n, 1);
+        return CallMethod(receiver, target.str, args, n.line, budget_);
+      }
+      callee = Member(target, receiver, AttrName(target), true);
+    } else {
+      callee = Eval(target);
+    }
+    if (callee.IsUndefined() &&
+        (target.kind == NodeKind::kAttr || target.kind == NodeKind::kName)) {
+      throw TemplateError("unsupported",
+                          absl::StrCat("unknown function or method '", target.str, "'"), n.line);
+    }
+    if (callee.kind != K::kFunction) {
+      Fail(n, absl::StrCat("call of a non-function (", callee.TypeName(), ")"));
+    }
+    CallArgs args = EvalArgs(n, 1);
+    budget_.Steps(1);
+    return (*callee.function)(args);
+  }
+
+  // The name of an attribute node as a string value, charged.
+  Value AttrName(const Node& n) {
+    budget_.Bytes(n.str.size());
+    return Value::Str(n.str);
+  }
+
   // obj.name (attribute: methods first for strings/lists) and obj[key].
   Value Member(const Node& n, const Value& object, const Value& key, bool attribute) {
     if (object.IsUndefined() || key.IsUndefined()) return Value();
     if (object.IsObject()) {
       if (key.IsString()) {
-        const Value* found = object.Find(key.s);
-        if (found) return *found;
-        return GetMethod(object, key.s, n.line);
+        const Value* found = object.Find(key.s, budget_);
+        if (found) return Copy(*found, budget_);
+        return GetMethod(object, key.s, n.line, budget_);
       }
       return Value();
     }
@@ -303,14 +417,15 @@ class Interpreter {
                                         : static_cast<int64_t>(object.s.size());
         int64_t k = key.i < 0 ? key.i + size : key.i;
         if (k < 0 || k >= size) return Value();
-        return object.IsArray() ? (*object.array)[k] : Value::Str(std::string(1, object.s[k]));
+        return object.IsArray() ? Copy((*object.array)[k], budget_)
+                                : Value::Str(std::string(1, object.s[k]));
       }
-      if (key.IsString()) return GetMethod(object, key.s, n.line);
+      if (key.IsString()) return GetMethod(object, key.s, n.line, budget_);
       return Value();
     }
     if (object.IsNone()) {
-      Fail(n, absl::StrCat("cannot get ", attribute ? "attribute '" : "item '", key.ToString(),
-                           "' of None"));
+      Fail(n, absl::StrCat("cannot get ", attribute ? "attribute '" : "item '",
+                           key.ToString(budget_), "' of None"));
     }
     return Value();
   }
@@ -327,136 +442,29 @@ class Interpreter {
       parts[k] = v.i;
       given[k] = true;
     }
-    int64_t step = parts[2];
-    if (step == 0) Fail(n, "slice step cannot be zero");
-    int64_t size;
-    if (object.IsArray()) {
-      size = static_cast<int64_t>(object.array->size());
-    } else if (object.IsString()) {
-      size = static_cast<int64_t>(object.s.size());
-    } else {
-      Fail(n, absl::StrCat("cannot slice ", object.TypeName()));
-    }
-    auto clamp = [&](int64_t v, bool is_given, int64_t fallback) {
-      if (!is_given) return fallback;
-      if (v < 0) v += size;
-      if (step > 0) return std::clamp<int64_t>(v, 0, size);
-      return std::clamp<int64_t>(v, -1, size - 1);
-    };
-    int64_t start = clamp(parts[0], given[0], step > 0 ? 0 : size - 1);
-    int64_t stop = clamp(parts[1], given[1], step > 0 ? size : -1);
-    Array items;
-    std::string text;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-      if (object.IsArray()) {
-        items.push_back((*object.array)[k]);
-      } else {
-        text.push_back(object.s[k]);
-      }
-    }
-    return object.IsArray() ? Value::MakeArray(std::move(items)) : Value::Str(std::move(text));
+    return SliceOf(object, parts, given, n.line, budget_);
   }
 
   Value EvalUnary(const Node& n) {
     Value v = Eval(*n.kids[0]);
     if (n.str == "not") return Value::Bool(!v.Truthy());
-    if (v.kind == K::kInt) return Value::Int(n.str == "-" ? -v.i : v.i);
+    if (v.kind == K::kInt) {
+      if (n.str == "-" && v.i == INT64_MIN) Fail(n, "integer overflow in unary -");
+      return Value::Int(n.str == "-" ? -v.i : v.i);
+    }
     if (v.kind == K::kFloat) return Value::Float(n.str == "-" ? -v.f : v.f);
     Fail(n, absl::StrCat("unary ", n.str, " of ", v.TypeName()));
   }
 
-  Value EvalBinary(const Node& n);
-  Value Arithmetic(const Node& n, const Value& a, const Value& b);
-
   Value globals_;
+  Budget& budget_;
   std::vector<Scope> scopes_;
 };
 
-double AsDouble(const Value& v) { return v.kind == K::kInt ? static_cast<double>(v.i) : v.f; }
-
-Value Interpreter::EvalBinary(const Node& n) {
-  const std::string& op = n.str;
-  Value a = Eval(*n.kids[0]);
-  if (op == "and") return a.Truthy() ? Eval(*n.kids[1]) : a;
-  if (op == "or") return a.Truthy() ? a : Eval(*n.kids[1]);
-  Value b = Eval(*n.kids[1]);
-  if (op == "==") return Value::Bool(Equals(a, b));
-  if (op == "!=") return Value::Bool(!Equals(a, b));
-  if (op == "in") return Value::Bool(ValueIn(a, b, n.line));
-  if (op == "not in") return Value::Bool(!ValueIn(a, b, n.line));
-  bool a_null = a.IsUndefined() || a.IsNone();
-  bool b_null = b.IsUndefined() || b.IsNone();
-  if (op == "~") {
-    // llama.cpp: none/undefined next to a string concatenates as empty.
-    std::string left = a_null && b.IsString() ? "" : a.ToString();
-    std::string right = b_null && a.IsString() ? "" : b.ToString();
-    return Value::Str(left + right);
-  }
-  if (a_null || b_null) {
-    if (op == "+" && (a.IsString() || b.IsString())) {
-      return Value::Str((a_null ? "" : a.s) + (b_null ? "" : b.s));
-    }
-    Fail(n, absl::StrCat("cannot apply '", op, "' to ", a.TypeName(), " and ", b.TypeName()));
-  }
-  if (op == "<") return Value::Bool(ValueLess(a, b, n.line));
-  if (op == ">") return Value::Bool(ValueLess(b, a, n.line));
-  if (op == "<=") return Value::Bool(!ValueLess(b, a, n.line));
-  if (op == ">=") return Value::Bool(!ValueLess(a, b, n.line));
-  return Arithmetic(n, a, b);
-}
-
-Value Interpreter::Arithmetic(const Node& n, const Value& a, const Value& b) {
-  const std::string& op = n.str;
-  if (op == "+" && a.IsString() && b.IsString()) return Value::Str(a.s + b.s);
-  if (op == "+" && a.IsArray() && b.IsArray()) {
-    Array joined = *a.array;
-    joined.insert(joined.end(), b.array->begin(), b.array->end());
-    return Value::MakeArray(std::move(joined));
-  }
-  if (op == "*" && a.IsString() && b.kind == K::kInt) {
-    if (b.i > 0 && a.s.size() * static_cast<uint64_t>(b.i) > kMaxStringBytes) {
-      Fail(n, "string repetition too long");
-    }
-    std::string out;
-    for (int64_t k = 0; k < b.i; ++k) out += a.s;
-    return Value::Str(out);
-  }
-  if (!a.IsNumber() || !b.IsNumber()) {
-    Fail(n, absl::StrCat("cannot apply '", op, "' to ", a.TypeName(), " and ", b.TypeName()));
-  }
-  bool ints = a.kind == K::kInt && b.kind == K::kInt;
-  double x = AsDouble(a), y = AsDouble(b);
-  if (op == "+") return ints ? Value::Int(a.i + b.i) : Value::Float(x + y);
-  if (op == "-") return ints ? Value::Int(a.i - b.i) : Value::Float(x - y);
-  if (op == "*") return ints ? Value::Int(a.i * b.i) : Value::Float(x * y);
-  if (op == "**")
-    return ints && b.i >= 0 ? Value::Int(static_cast<int64_t>(std::pow(x, y)))
-                            : Value::Float(std::pow(x, y));
-  if (y == 0) Fail(n, "division by zero");
-  if (op == "/") return Value::Float(x / y);
-  if (op == "//") {
-    if (ints) {
-      int64_t q = a.i / b.i;
-      if ((a.i % b.i != 0) && ((a.i < 0) != (b.i < 0))) --q;
-      return Value::Int(q);
-    }
-    return Value::Float(std::floor(x / y));
-  }
-  if (op == "%") {
-    if (ints) {
-      int64_t r = a.i % b.i;
-      if (r != 0 && ((r < 0) != (b.i < 0))) r += b.i;
-      return Value::Int(r);
-    }
-    return Value::Float(x - y * std::floor(x / y));
-  }
-  Fail(n, absl::StrCat("unsupported operator '", op, "'"));
-}
-
 }  // namespace
 
-std::string Execute(const std::vector<NodePtr>& program, const Value& globals) {
-  Interpreter interpreter(globals);
+std::string Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget) {
+  Interpreter interpreter(globals, budget);
   std::string out;
   interpreter.ExecBlock(program, out);
   return out;

@@ -5,14 +5,16 @@
 #include <vector>
 
 #include "chat/ast.h"
+#include "chat/budget.h"
 #include "chat/value.h"
 
 namespace pagoda::chat {
 
 // Renders `program` with `globals` (an object value: variables and global functions)
 // visible; throws TemplateError on an unsupported construct, a type error or
-// raise_exception. Undefined variables render empty; attributes of undefined are
-// undefined (llama.cpp's lenient behaviour); operations on undefined values are errors.
-std::string Execute(const std::vector<NodePtr>& program, const Value& globals);
+// raise_exception, and TemplateError("budget") when the render would exceed `budget`.
+// Undefined variables render empty; attributes of undefined are undefined (llama.cpp's
+// lenient behaviour); operations on undefined values are errors.
+std::string Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget);
 
 }  // namespace pagoda::chat

@@ -1,10 +1,12 @@
 // Methods of values: `"text".strip()`, `list.append(x)`, `dict.items()`.
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "chat/builtins.h"
 #include "chat/error.h"
 
@@ -13,8 +15,9 @@ namespace {
 
 using K = Value::Kind;
 
-bool StartsOrEnds(const std::string& s, const Value& affix, bool start) {
+bool StartsOrEnds(const std::string& s, const Value& affix, bool start, Budget& budget) {
   auto one = [&](const std::string& a) {
+    budget.Scan(a.size());
     if (a.size() > s.size()) return false;
     return start ? s.compare(0, a.size(), a) == 0
                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
@@ -28,62 +31,76 @@ bool StartsOrEnds(const std::string& s, const Value& affix, bool start) {
   return affix.IsString() && one(affix.s);
 }
 
-// Python's str.split: on runs of whitespace without a separator, else on each separator.
-Value Split(const std::string& s, const CallArgs& args, bool from_right, int line) {
-  Value sep = GetArg(args, 0, "sep");
-  Value max = GetArg(args, 1, "maxsplit");
-  int64_t limit = max.kind == K::kInt ? max.i : -1;
+// Appends `piece` to `parts` as a string value, charging it first.
+void AddPart(std::string piece, Array& parts, Budget& budget) {
+  budget.Steps(1);
+  budget.Bytes(sizeof(Value) + piece.size());
+  parts.push_back(Value::Str(std::move(piece)));
+}
+
+// Python's str.split() without a separator: on runs of whitespace.
+Value SplitOnWhitespace(const std::string& s, int64_t limit, Budget& budget) {
+  budget.Scan(s.size());
   Array parts;
+  size_t k = 0;
+  while (k < s.size()) {
+    while (k < s.size() && absl::ascii_isspace(s[k])) ++k;
+    if (k >= s.size()) break;
+    size_t end = k;
+    if (limit >= 0 && static_cast<int64_t>(parts.size()) == limit) {
+      end = s.find_last_not_of(" \t\n\r\f\v") + 1;
+    } else {
+      while (end < s.size() && !absl::ascii_isspace(s[end])) ++end;
+    }
+    AddPart(s.substr(k, end - k), parts, budget);
+    k = end;
+  }
+  return Value::MakeArray(std::move(parts));
+}
+
+// Python's str.split/rsplit: on each separator, at most `limit` splits (all when < 0),
+// counted from the right for rsplit (which splits the reversed text, in linear time).
+Value Split(const std::string& s, const CallArgs& args, bool from_right, int line, Budget& budget) {
+  const Value& sep = GetArg(args, 0, "sep");
+  const Value& max = GetArg(args, 1, "maxsplit");
+  const int64_t limit = max.kind == K::kInt ? max.i : -1;
   if (sep.IsUndefined() || sep.IsNone()) {
     if (from_right) throw TemplateError("unsupported", "unsupported rsplit() without sep", line);
-    size_t k = 0;
-    while (k < s.size()) {
-      while (k < s.size() && absl::ascii_isspace(s[k])) ++k;
-      if (k >= s.size()) break;
-      size_t end = k;
-      if (limit >= 0 && static_cast<int64_t>(parts.size()) == limit) {
-        end = s.find_last_not_of(" \t\n\r\f\v") + 1;
-      } else {
-        while (end < s.size() && !absl::ascii_isspace(s[end])) ++end;
-      }
-      parts.push_back(Value::Str(s.substr(k, end - k)));
-      k = end;
-    }
-    return Value::MakeArray(std::move(parts));
+    return SplitOnWhitespace(s, limit, budget);
   }
-  if (!sep.IsString() || sep.s.empty())
+  if (!sep.IsString() || sep.s.empty()) {
     throw TemplateError("runtime", "split: empty separator", line);
-  std::vector<std::string> pieces;
-  if (!from_right) {
-    size_t start = 0;
-    while (true) {
-      size_t at = s.find(sep.s, start);
-      if (at == std::string::npos || (limit >= 0 && static_cast<int64_t>(pieces.size()) == limit)) {
-        pieces.push_back(s.substr(start));
-        break;
-      }
-      pieces.push_back(s.substr(start, at - start));
-      start = at + sep.s.size();
-    }
-  } else {
-    size_t end = s.size();
-    while (true) {
-      size_t at = end >= sep.s.size() ? s.rfind(sep.s, end - sep.s.size()) : std::string::npos;
-      if (at == std::string::npos || (limit >= 0 && static_cast<int64_t>(pieces.size()) == limit)) {
-        pieces.insert(pieces.begin(), s.substr(0, end));
-        break;
-      }
-      pieces.insert(pieces.begin(), s.substr(at + sep.s.size(), end - at - sep.s.size()));
-      end = at;
-    }
   }
-  for (auto& p : pieces) parts.push_back(Value::Str(std::move(p)));
+  budget.Scan(s.size() + sep.s.size());
+  std::string text = s, needle = sep.s;
+  if (from_right) {
+    budget.Bytes(s.size() + needle.size());
+    std::reverse(text.begin(), text.end());
+    std::reverse(needle.begin(), needle.end());
+  }
+  Array parts;
+  size_t start = 0;
+  while (true) {
+    size_t at = FindText(text, needle, start);
+    if (at == std::string::npos || (limit >= 0 && static_cast<int64_t>(parts.size()) == limit)) {
+      AddPart(text.substr(start), parts, budget);
+      break;
+    }
+    AddPart(text.substr(start, at - start), parts, budget);
+    start = at + needle.size();
+  }
+  if (from_right) {
+    std::reverse(parts.begin(), parts.end());
+    for (Value& p : parts) std::reverse(p.s.begin(), p.s.end());
+  }
   return Value::MakeArray(std::move(parts));
 }
 
 // Python's str.format for plain fields: "{}", "{0}", "{name}", "{{" and "}}" (no format
 // specs or conversions).
-Value Format(const std::string& s, const CallArgs& args, int line) {
+Value Format(const std::string& s, const CallArgs& args, int line, Budget& budget) {
+  budget.Scan(s.size());
+  budget.Bytes(s.size());
   std::string out;
   size_t next_auto = 0;
   for (size_t k = 0; k < s.size(); ++k) {
@@ -105,138 +122,166 @@ Value Format(const std::string& s, const CallArgs& args, int line) {
       throw TemplateError("unsupported", absl::StrCat("unsupported format field {", field, "}"),
                           line);
     }
-    Value v;
+    const Value* v = nullptr;
+    size_t index = 0;
     if (field.empty()) {
-      v = GetArg(args, next_auto++, "");
+      v = &GetArg(args, next_auto++, "");
     } else if (absl::ascii_isdigit(field[0])) {
-      v = GetArg(args, static_cast<size_t>(std::stoul(field)), "");
+      v = absl::SimpleAtoi(field, &index) ? &GetArg(args, index, "") : &GetArg(args, -1, "");
     } else {
-      v = GetArg(args, SIZE_MAX, field.c_str());
+      v = &GetArg(args, SIZE_MAX, field.c_str());
     }
-    if (v.IsUndefined()) {
+    if (v->IsUndefined()) {
       throw TemplateError("runtime", absl::StrCat("format: no argument for {", field, "}"), line);
     }
-    out += v.ToString();
+    std::string text = v->ToString(budget);
+    budget.Bytes(text.size());
+    out += text;
     k = close;
   }
-  return Value::Str(out);
+  return Value::Str(std::move(out));
 }
 
-Value StringMethod(const std::string& s, const std::string& name, const CallArgs& args, int line) {
+Value StringMethod(const std::string& s, const std::string& name, const CallArgs& args, int line,
+                   Budget& budget) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    return Value::Str(StripText(s, GetArg(args, 0, "chars"), name != "rstrip", name != "lstrip"));
+    return Value::Str(
+        StripText(s, GetArg(args, 0, "chars"), name != "rstrip", name != "lstrip", budget));
   }
   if (name == "startswith" || name == "endswith") {
-    return Value::Bool(StartsOrEnds(s, GetArg(args, 0, "prefix"), name == "startswith"));
+    return Value::Bool(StartsOrEnds(s, GetArg(args, 0, "prefix"), name == "startswith", budget));
   }
-  if (name == "split" || name == "rsplit") return Split(s, args, name == "rsplit", line);
+  if (name == "split" || name == "rsplit") return Split(s, args, name == "rsplit", line, budget);
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" ||
       name == "replace") {
     if (name == "replace" && GetArg(args, 2, "count").kind == K::kInt) {
       throw TemplateError("unsupported", "unsupported str.replace with a count", line);
     }
-    return ApplyFilter(name, Value::Str(s), args, line);
+    budget.Bytes(s.size());
+    return ApplyFilter(name, Value::Str(s), args, line, budget);
   }
-  if (name == "find") {
-    Value needle = GetArg(args, 0, "sub");
-    size_t at = s.find(needle.ToString());
-    return Value::Int(at == std::string::npos ? -1 : static_cast<int64_t>(at));
-  }
-  if (name == "count") {
-    std::string needle = GetArg(args, 0, "sub").ToString();
+  if (name == "find" || name == "count") {
+    const std::string needle = GetArg(args, 0, "sub").ToString(budget);
+    budget.Scan(s.size() + needle.size());
+    if (name == "find") {
+      size_t at = FindText(s, needle);
+      return Value::Int(at == std::string::npos ? -1 : static_cast<int64_t>(at));
+    }
     if (needle.empty()) return Value::Int(static_cast<int64_t>(s.size() + 1));
     int64_t n = 0;
-    for (size_t at = s.find(needle); at != std::string::npos;
-         at = s.find(needle, at + needle.size()))
+    for (size_t at = FindText(s, needle); at != std::string::npos;
+         at = FindText(s, needle, at + needle.size())) {
       ++n;
+    }
     return Value::Int(n);
   }
   if (name == "join") {
-    Value items = GetArg(args, 0, "iterable");
     CallArgs join_args;
+    budget.Bytes(s.size());
     join_args.positional.push_back(Value::Str(s));
-    return ApplyFilter("join", items, join_args, line);
+    return ApplyFilter("join", GetArg(args, 0, "iterable"), join_args, line, budget);
   }
-  if (name == "format") return Format(s, args, line);
-  if (name == "isdigit" || name == "isalpha" || name == "isspace") {
-    if (s.empty()) return Value::Bool(false);
-    for (char c : s) {
-      bool ok = name == "isdigit"   ? absl::ascii_isdigit(c)
-                : name == "isalpha" ? absl::ascii_isalpha(c)
-                                    : absl::ascii_isspace(c);
-      if (!ok) return Value::Bool(false);
-    }
-    return Value::Bool(true);
+  if (name == "format") return Format(s, args, line, budget);
+  // isdigit / isalpha / isspace
+  budget.Scan(s.size());
+  if (s.empty()) return Value::Bool(false);
+  for (char c : s) {
+    bool ok = name == "isdigit"   ? absl::ascii_isdigit(c)
+              : name == "isalpha" ? absl::ascii_isalpha(c)
+                                  : absl::ascii_isspace(c);
+    if (!ok) return Value::Bool(false);
   }
-  throw TemplateError("unsupported", absl::StrCat("unsupported string method '", name, "'"), line);
+  return Value::Bool(true);
 }
 
-Value ArrayMethod(const Value& self, const std::string& name, CallArgs& args, int line) {
+Value ArrayMethod(const Value& self, const std::string& name, CallArgs& args, int line,
+                  Budget& budget) {
+  Array& items = *self.array;
   if (name == "append") {
-    self.array->push_back(GetArg(args, 0, "x"));
+    const Value& item = GetArg(args, 0, "x");
+    CheckInsert(self, item, line, budget);
+    budget.Bytes(sizeof(Value));
+    items.push_back(Copy(item, budget));
     return Value::None();
   }
   if (name == "extend") {
-    Value more = GetArg(args, 0, "iterable");
+    const Value& more = GetArg(args, 0, "iterable");
     if (!more.IsArray()) throw TemplateError("runtime", "extend needs a list", line);
-    Array copy = *more.array;
-    self.array->insert(self.array->end(), copy.begin(), copy.end());
+    CheckInsert(self, more, line, budget);
+    Array copy = CopyItems(*more.array, budget);
+    items.insert(items.end(), std::make_move_iterator(copy.begin()),
+                 std::make_move_iterator(copy.end()));
     return Value::None();
   }
   if (name == "pop") {
-    if (self.array->empty()) throw TemplateError("runtime", "pop from an empty list", line);
-    Value index = GetArg(args, 0, "index");
-    int64_t n = static_cast<int64_t>(self.array->size());
-    int64_t k = index.kind == K::kInt ? (index.i < 0 ? index.i + n : index.i) : n - 1;
+    if (items.empty()) throw TemplateError("runtime", "pop from an empty list", line);
+    const Value& index = GetArg(args, 0, "index");
+    int64_t n = static_cast<int64_t>(items.size());
+    int64_t k =
+        index.kind == K::kInt ? (index.i < 0 && index.i >= -n ? index.i + n : index.i) : n - 1;
     if (k < 0 || k >= n) throw TemplateError("runtime", "pop index out of range", line);
-    Value out = (*self.array)[k];
-    self.array->erase(self.array->begin() + k);
+    budget.Steps(static_cast<uint64_t>(n - k));
+    Value out = std::move(items[k]);
+    items.erase(items.begin() + k);
     return out;
   }
-  if (name == "index") {
-    Value needle = GetArg(args, 0, "x");
-    for (size_t k = 0; k < self.array->size(); ++k) {
-      if (Equals((*self.array)[k], needle)) return Value::Int(static_cast<int64_t>(k));
-    }
-    throw TemplateError("runtime", "list.index: value not in list", line);
+  // index
+  const Value& needle = GetArg(args, 0, "x");
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (Equals(items[k], needle, budget)) return Value::Int(static_cast<int64_t>(k));
   }
-  throw TemplateError("unsupported", absl::StrCat("unsupported list method '", name, "'"), line);
+  throw TemplateError("runtime", "list.index: value not in list", line);
 }
 
-Value ObjectMethod(const Value& self, const std::string& name, CallArgs& args, int line) {
-  if (name == "items") return ApplyFilter("items", self, args, line);
+Value ObjectMethod(const Value& self, const std::string& name, CallArgs& args, int line,
+                   Budget& budget) {
+  if (name == "items") return ApplyFilter("items", self, args, line, budget);
   if (name == "keys" || name == "values") {
     Array out;
-    for (const auto& [k, v] : *self.object) out.push_back(name == "keys" ? Value::Str(k) : v);
+    budget.Steps(self.object->size());
+    budget.Bytes(kContainerBytes);
+    budget.Bytes(self.object->size(), sizeof(Value));
+    for (const auto& [k, v] : *self.object) {
+      out.push_back(name == "keys" ? Copy(Value::Str(k), budget) : Copy(v, budget));
+    }
     return Value::MakeArray(std::move(out));
   }
   if (name == "get") {
-    const Value* found = self.Find(GetArg(args, 0, "key").ToString());
-    if (found != nullptr) return *found;
-    Value fallback = GetArg(args, 1, "default");
-    return fallback.IsUndefined() ? Value::None() : fallback;
+    const Value* found = self.Find(GetArg(args, 0, "key").ToString(budget), budget);
+    if (found != nullptr) return Copy(*found, budget);
+    const Value& fallback = GetArg(args, 1, "default");
+    return fallback.IsUndefined() ? Value::None() : Copy(fallback, budget);
   }
-  if (name == "update") {
-    Value other = GetArg(args, 0, "other");
-    if (other.IsObject()) {
-      for (const auto& [k, v] : *other.object) {
-        Value* slot = nullptr;
-        for (auto& [sk, sv] : *self.object) {
-          if (sk == k) slot = &sv;
-        }
-        if (slot)
-          *slot = v;
-        else
-          self.object->emplace_back(k, v);
-      }
-    }
-    for (const auto& [k, v] : args.keyword) self.object->emplace_back(k, v);
-    return Value::None();
+  // update
+  const Value& other = GetArg(args, 0, "other");
+  if (other.IsObject() && other.object != self.object) {
+    for (const auto& [k, v] : *other.object) SetKey(self, k, v, line, budget);
   }
-  throw TemplateError("unsupported", absl::StrCat("unsupported dict method '", name, "'"), line);
+  for (const auto& [k, v] : args.keyword) SetKey(self, k, v, line, budget);
+  return Value::None();
 }
 
-bool IsMethodName(K kind, const std::string& name) {
+void CheckInsertAt(const void* container, const Value& v, int depth, int line, Budget& budget) {
+  if (!v.IsArray() && !v.IsObject()) return;
+  budget.CheckDepth(depth + 1);
+  const void* self = v.IsArray() ? static_cast<const void*>(v.array.get()) : v.object.get();
+  if (self == container) {
+    throw TemplateError("runtime", "a list or dict cannot hold itself", line);
+  }
+  if (v.IsArray()) {
+    budget.Steps(1 + v.array->size() / 16);
+    for (const Value& item : *v.array) CheckInsertAt(container, item, depth + 1, line, budget);
+  } else {
+    budget.Steps(1 + v.object->size() / 16);
+    for (const auto& [k, item] : *v.object) {
+      CheckInsertAt(container, item, depth + 1, line, budget);
+    }
+  }
+}
+
+}  // namespace
+
+bool HasMethod(K kind, const std::string& name) {
   static const char* kString[] = {"strip",      "lstrip",  "rstrip",  "startswith", "endswith",
                                   "split",      "rsplit",  "upper",   "lower",      "title",
                                   "capitalize", "replace", "find",    "count",      "join",
@@ -255,15 +300,59 @@ bool IsMethodName(K kind, const std::string& name) {
   return false;
 }
 
-}  // namespace
+Value CallMethod(const Value& self, const std::string& name, CallArgs& args, int line,
+                 Budget& budget) {
+  budget.Steps(1);
+  if (self.IsString()) return StringMethod(self.s, name, args, line, budget);
+  if (self.IsArray()) return ArrayMethod(self, name, args, line, budget);
+  return ObjectMethod(self, name, args, line, budget);
+}
 
-Value GetMethod(const Value& self, const std::string& name, int line) {
-  if (!IsMethodName(self.kind, name)) return Value();
-  return Value::Func([self, name, line](CallArgs& args) {
-    if (self.IsString()) return StringMethod(self.s, name, args, line);
-    if (self.IsArray()) return ArrayMethod(self, name, args, line);
-    return ObjectMethod(self, name, args, line);
+Value GetMethod(const Value& self, const std::string& name, int line, Budget& budget) {
+  if (!HasMethod(self.kind, name)) return Value();
+  budget.Bytes(kContainerBytes);
+  Budget* meter = &budget;  // a function value never outlives its render
+  if (self.IsString()) {
+    Value text = Copy(self, budget);
+    return Value::Func([text = std::move(text), name, line, meter](CallArgs& args) {
+      return CallMethod(text, name, args, line, *meter);
+    });
+  }
+  // Weakly: a list holding its own bound method would otherwise never be freed.
+  std::weak_ptr<Array> array = self.array;
+  std::weak_ptr<Object> object = self.object;
+  const K kind = self.kind;
+  return Value::Func([array, object, kind, name, line, meter](CallArgs& args) {
+    Value bound;
+    bound.kind = kind;
+    bound.array = array.lock();
+    bound.object = object.lock();
+    if (bound.array == nullptr && bound.object == nullptr) {
+      throw TemplateError("runtime", absl::StrCat("'", name, "' of a value that is gone"), line);
+    }
+    return CallMethod(bound, name, args, line, *meter);
   });
+}
+
+void SetKey(const Value& object, const std::string& key, const Value& v, int line, Budget& budget) {
+  CheckInsert(object, v, line, budget);
+  budget.Steps(object.object->size());
+  for (auto& [k, slot] : *object.object) {
+    if (k.size() != key.size()) continue;
+    budget.Scan(key.size());
+    if (k == key) {
+      slot = Copy(v, budget);
+      return;
+    }
+  }
+  budget.Bytes(sizeof(std::pair<std::string, Value>) + key.size());
+  object.object->emplace_back(key, Copy(v, budget));
+}
+
+void CheckInsert(const Value& container, const Value& item, int line, Budget& budget) {
+  const void* self = container.IsArray() ? static_cast<const void*>(container.array.get())
+                                         : container.object.get();
+  CheckInsertAt(self, item, 1, line, budget);
 }
 
 }  // namespace pagoda::chat

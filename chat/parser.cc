@@ -289,6 +289,7 @@ class Parser {
   }
 
   NodePtr Binary(std::string op, NodePtr left, NodePtr right) {
+    Deeper();
     auto n = MakeNode(NodeKind::kBinary, left->line);
     n->str = std::move(op);
     n->kids.push_back(std::move(left));
@@ -398,6 +399,7 @@ class Parser {
   NodePtr ParseFilterTail(NodePtr n) {
     bool first_bare = n == nullptr;  // filter block: the first filter has no `|`
     while (first_bare || IsOp("|") || IsName("is")) {
+      Deeper();
       if (first_bare || IsOp("|")) {
         int line = first_bare ? Peek().line : Next().line;
         first_bare = false;
@@ -448,6 +450,7 @@ class Parser {
   NodePtr ParsePrimaryWithPostfix() {
     NodePtr n = ParsePrimary();
     while (true) {
+      Deeper();
       if (IsOp(".")) {
         auto a = MakeNode(NodeKind::kAttr, Next().line);
         a->str = ExpectName();
@@ -571,14 +574,18 @@ class Parser {
   }
 
   // Bounds nesting (brackets, unary operators, blocks) so hostile input cannot exhaust the
-  // stack of the parser or of the interpreter's tree walk.
+  // stack of the parser or of the interpreter's tree walk. A chain built by a loop
+  // (a + b + c, x.y[0](), x | f | g) nests one level deeper at each link (Deeper) until
+  // the guard of its enclosing expression restores the depth.
   struct DepthGuard {
-    explicit DepthGuard(Parser* p) : parser(p) {
-      if (++parser->depth_ > kMaxNesting) parser->Fail("template nested too deeply");
-    }
-    ~DepthGuard() { --parser->depth_; }
+    explicit DepthGuard(Parser* p) : parser(p), saved(p->depth_) { parser->Deeper(); }
+    ~DepthGuard() { parser->depth_ = saved; }
     Parser* parser;
+    int saved;
   };
+  void Deeper() {
+    if (++depth_ > kMaxNesting) Fail("template nested too deeply");
+  }
   static constexpr int kMaxNesting = 200;
 
   const std::vector<Token>& t_;

@@ -1,4 +1,6 @@
 // Jinja tests: `value is name`.
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "chat/builtins.h"
@@ -7,38 +9,46 @@
 namespace pagoda::chat {
 namespace {
 
-bool Less(const Value& a, const Value& b, int line) {
+bool Less(const Value& a, const Value& b, int line, Budget& budget) {
+  budget.Steps(1);
   if (a.IsNumber() && b.IsNumber()) {
     double x = a.kind == Value::Kind::kInt ? static_cast<double>(a.i) : a.f;
     double y = b.kind == Value::Kind::kInt ? static_cast<double>(b.i) : b.f;
     return x < y;
   }
-  if (a.IsString() && b.IsString()) return a.s < b.s;
+  if (a.IsString() && b.IsString()) {
+    budget.Scan(std::min(a.s.size(), b.s.size()));
+    return a.s < b.s;
+  }
   throw TemplateError("runtime",
                       absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()), line);
 }
 
-bool Contains(const Value& haystack, const Value& needle, int line) {
+bool Contains(const Value& haystack, const Value& needle, int line, Budget& budget) {
+  budget.Steps(1);
   if (haystack.IsString()) {
     if (!needle.IsString()) return false;
-    return haystack.s.find(needle.s) != std::string::npos;
+    budget.Scan(haystack.s.size() + needle.s.size());
+    return FindText(haystack.s, needle.s) != std::string::npos;
   }
   if (haystack.IsArray()) {
     for (const Value& v : *haystack.array) {
-      if (Equals(v, needle)) return true;
+      if (Equals(v, needle, budget)) return true;
     }
     return false;
   }
-  if (haystack.IsObject()) return needle.IsString() && haystack.Find(needle.s) != nullptr;
+  if (haystack.IsObject()) return needle.IsString() && haystack.Find(needle.s, budget) != nullptr;
   if (haystack.IsUndefined()) return false;
   throw TemplateError("runtime", absl::StrCat("'in' on a ", haystack.TypeName()), line);
 }
 
 }  // namespace
 
-bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, int line) {
+bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, int line,
+               Budget& budget) {
   using K = Value::Kind;
-  const Value arg = GetArg(args, 0, "value");
+  budget.Steps(1);
+  const Value& arg = GetArg(args, 0, "value");
   if (name == "defined") return !v.IsUndefined();
   if (name == "undefined") return v.IsUndefined();
   if (name == "none") return v.IsNone();
@@ -62,23 +72,25 @@ bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, in
     if (v.kind != K::kInt || arg.kind != K::kInt || arg.i == 0) {
       throw TemplateError("runtime", "divisibleby needs integers", line);
     }
-    return v.i % arg.i == 0;
+    return arg.i == -1 || v.i % arg.i == 0;  // INT64_MIN % -1 traps
   }
-  if (name == "eq" || name == "equalto" || name == "==") return Equals(v, arg);
-  if (name == "ne" || name == "!=") return !Equals(v, arg);
-  if (name == "lt" || name == "lessthan" || name == "<") return Less(v, arg, line);
-  if (name == "gt" || name == "greaterthan" || name == ">") return Less(arg, v, line);
-  if (name == "le" || name == "<=") return !Less(arg, v, line);
-  if (name == "ge" || name == ">=") return !Less(v, arg, line);
-  if (name == "in") return Contains(arg, v, line);
+  if (name == "eq" || name == "equalto" || name == "==") return Equals(v, arg, budget);
+  if (name == "ne" || name == "!=") return !Equals(v, arg, budget);
+  if (name == "lt" || name == "lessthan" || name == "<") return Less(v, arg, line, budget);
+  if (name == "gt" || name == "greaterthan" || name == ">") return Less(arg, v, line, budget);
+  if (name == "le" || name == "<=") return !Less(arg, v, line, budget);
+  if (name == "ge" || name == ">=") return !Less(v, arg, line, budget);
+  if (name == "in") return Contains(arg, v, line, budget);
   if (name == "sameas") {
     if (v.kind != arg.kind) return false;
     if (v.IsArray()) return v.array == arg.array;
     if (v.IsObject()) return v.object == arg.object;
-    return Equals(v, arg);
+    return Equals(v, arg, budget);
   }
   if (name == "lower" || name == "upper") {
     if (!v.IsString()) return false;
+    budget.Scan(v.s.size());
+    budget.Bytes(v.s.size());
     std::string t = name == "lower" ? absl::AsciiStrToLower(v.s) : absl::AsciiStrToUpper(v.s);
     return t == v.s;
   }
@@ -86,11 +98,13 @@ bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args, in
 }
 
 // Membership for the `in` operator (exported through the interpreter).
-bool ValueIn(const Value& needle, const Value& haystack, int line) {
-  return Contains(haystack, needle, line);
+bool ValueIn(const Value& needle, const Value& haystack, int line, Budget& budget) {
+  return Contains(haystack, needle, line, budget);
 }
 
 // Ordering for comparison operators.
-bool ValueLess(const Value& a, const Value& b, int line) { return Less(a, b, line); }
+bool ValueLess(const Value& a, const Value& b, int line, Budget& budget) {
+  return Less(a, b, line, budget);
+}
 
 }  // namespace pagoda::chat

@@ -1,7 +1,9 @@
 #include "chat/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,16 +39,71 @@ Value Value::Str(std::string x) {
   v.s = std::move(x);
   return v;
 }
+
+namespace {
+
+// Lists and dicts die without recursion: a dying container hands the containers only it
+// holds to a queue that the outermost deleter drains, so however deep a value nests (the
+// budget bounds what is built, but lists changed in place can chain deeper) its
+// destruction cannot overflow the stack.
+struct Graveyard {
+  std::vector<std::shared_ptr<void>> queue;
+  bool draining = false;
+};
+thread_local Graveyard graveyard;
+
+void Release(Value& v) {
+  if (v.array != nullptr && v.array.use_count() == 1) graveyard.queue.push_back(std::move(v.array));
+  if (v.object != nullptr && v.object.use_count() == 1) {
+    graveyard.queue.push_back(std::move(v.object));
+  }
+}
+
+void Drain() {
+  if (graveyard.draining) return;
+  graveyard.draining = true;
+  while (!graveyard.queue.empty()) {
+    std::shared_ptr<void> next = std::move(graveyard.queue.back());
+    graveyard.queue.pop_back();
+    next.reset();  // its own deleter queues its children
+  }
+  graveyard.draining = false;
+}
+
+void BuryArray(Array* a) {
+  for (Value& v : *a) Release(v);
+  delete a;
+  Drain();
+}
+
+void BuryObject(Object* o) {
+  for (auto& [k, v] : *o) Release(v);
+  delete o;
+  Drain();
+}
+
+uint16_t DepthAbove(int child_depth) {
+  return static_cast<uint16_t>(std::min(child_depth + 1, 65535));
+}
+
+}  // namespace
+
 Value Value::MakeArray(Array x) {
   Value v;
   v.kind = Kind::kArray;
-  v.array = std::make_shared<Array>(std::move(x));
+  int deepest = 0;
+  for (const Value& item : x) deepest = std::max<int>(deepest, item.depth);
+  v.depth = DepthAbove(deepest);
+  v.array = std::shared_ptr<Array>(new Array(std::move(x)), BuryArray);
   return v;
 }
 Value Value::MakeObject(Object x) {
   Value v;
   v.kind = Kind::kObject;
-  v.object = std::make_shared<Object>(std::move(x));
+  int deepest = 0;
+  for (const auto& [k, item] : x) deepest = std::max<int>(deepest, item.depth);
+  v.depth = DepthAbove(deepest);
+  v.object = std::shared_ptr<Object>(new Object(std::move(x)), BuryObject);
   return v;
 }
 Value Value::Func(Function fn) {
@@ -56,33 +113,43 @@ Value Value::Func(Function fn) {
   return v;
 }
 
-Value Value::FromJson(const nlohmann::json& j) {
+namespace {
+
+Value FromJsonAt(const nlohmann::json& j, int depth, const Budget& budget) {
   switch (j.type()) {
     case nlohmann::json::value_t::null:
-      return None();
+      return Value::None();
     case nlohmann::json::value_t::boolean:
-      return Bool(j.get<bool>());
+      return Value::Bool(j.get<bool>());
     case nlohmann::json::value_t::number_integer:
-      return Int(j.get<int64_t>());
+      return Value::Int(j.get<int64_t>());
     case nlohmann::json::value_t::number_unsigned:
-      return Int(static_cast<int64_t>(j.get<uint64_t>()));
+      return Value::Int(static_cast<int64_t>(j.get<uint64_t>()));
     case nlohmann::json::value_t::number_float:
-      return Float(j.get<double>());
+      return Value::Float(j.get<double>());
     case nlohmann::json::value_t::string:
-      return Str(j.get<std::string>());
+      return Value::Str(j.get<std::string>());
     case nlohmann::json::value_t::array: {
+      budget.CheckDepth(depth + 1);
       Array a;
-      for (const auto& e : j) a.push_back(FromJson(e));
-      return MakeArray(std::move(a));
+      for (const auto& e : j) a.push_back(FromJsonAt(e, depth + 1, budget));
+      return Value::MakeArray(std::move(a));
     }
     case nlohmann::json::value_t::object: {
+      budget.CheckDepth(depth + 1);
       Object o;
-      for (const auto& [k, e] : j.items()) o.emplace_back(k, FromJson(e));
-      return MakeObject(std::move(o));
+      for (const auto& [k, e] : j.items()) o.emplace_back(k, FromJsonAt(e, depth + 1, budget));
+      return Value::MakeObject(std::move(o));
     }
     default:
       return Value();
   }
+}
+
+}  // namespace
+
+Value Value::FromJson(const nlohmann::json& j, const Budget& budget) {
+  return FromJsonAt(j, 0, budget);
 }
 
 bool Value::Truthy() const {
@@ -118,149 +185,233 @@ std::string FloatText(double f) {
   return out;
 }
 
-void AppendJsonString(const std::string& s, std::string& out) {
+// Appends `piece` to `out`, charging its bytes first.
+void Append(std::string_view piece, Budget& budget, std::string& out) {
+  budget.Bytes(piece.size());
+  out.append(piece);
+}
+
+void AppendJsonString(const std::string& s, Budget& budget, std::string& out) {
+  budget.Scan(s.size());
+  budget.Bytes(s.size() + 2);
   out.push_back('"');
   for (unsigned char c : s) {
+    const char* escape = nullptr;
     switch (c) {
       case '"':
-        out += "\\\"";
+        escape = "\\\"";
         break;
       case '\\':
-        out += "\\\\";
+        escape = "\\\\";
         break;
       case '\n':
-        out += "\\n";
+        escape = "\\n";
         break;
       case '\r':
-        out += "\\r";
+        escape = "\\r";
         break;
       case '\t':
-        out += "\\t";
+        escape = "\\t";
         break;
       case '\b':
-        out += "\\b";
+        escape = "\\b";
         break;
       case '\f':
-        out += "\\f";
+        escape = "\\f";
         break;
       default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+        break;
+    }
+    if (escape != nullptr) {
+      budget.Bytes(1);
+      out += escape;
+    } else if (c < 0x20) {
+      budget.Bytes(5);
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out.push_back(static_cast<char>(c));
     }
   }
   out.push_back('"');
 }
 
-void AppendJson(const Value& v, int indent, int depth, const std::string& item_sep,
-                const std::string& key_sep, std::string& out) {
+struct JsonStyle {
+  int64_t indent;  // < 0: one line
+  const std::string& item_sep;
+  const std::string& key_sep;
+};
+
+void AppendJson(const Value& v, const JsonStyle& style, int depth, Budget& budget,
+                std::string& out) {
+  budget.Steps(1);
   auto newline = [&](int d) {
-    if (indent < 0) return;
+    if (style.indent < 0) return;
+    budget.Bytes(1);
+    budget.Bytes(static_cast<uint64_t>(style.indent), static_cast<uint64_t>(d));
     out.push_back('\n');
-    out.append(static_cast<size_t>(indent * d), ' ');
+    out.append(static_cast<size_t>(style.indent) * d, ' ');
   };
   switch (v.kind) {
-    case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      out += "null";
-      return;
-    case Value::Kind::kBool:
-      out += v.b ? "true" : "false";
-      return;
-    case Value::Kind::kInt:
-      out += absl::StrCat(v.i);
-      return;
-    case Value::Kind::kFloat:
-      out += FloatText(v.f);
-      return;
     case Value::Kind::kString:
-      AppendJsonString(v.s, out);
-      return;
-    case Value::Kind::kFunction:
-      out += "null";
+      AppendJsonString(v.s, budget, out);
       return;
     case Value::Kind::kArray: {
-      out.push_back('[');
+      budget.CheckDepth(depth + 1);
+      Append("[", budget, out);
       for (size_t k = 0; k < v.array->size(); ++k) {
-        if (k > 0) out += item_sep;
+        if (k > 0) Append(style.item_sep, budget, out);
         newline(depth + 1);
-        AppendJson((*v.array)[k], indent, depth + 1, item_sep, key_sep, out);
+        AppendJson((*v.array)[k], style, depth + 1, budget, out);
       }
       if (!v.array->empty()) newline(depth);
-      out.push_back(']');
+      Append("]", budget, out);
       return;
     }
     case Value::Kind::kObject: {
-      out.push_back('{');
+      budget.CheckDepth(depth + 1);
+      Append("{", budget, out);
       for (size_t k = 0; k < v.object->size(); ++k) {
-        if (k > 0) out += item_sep;
+        if (k > 0) Append(style.item_sep, budget, out);
         newline(depth + 1);
-        AppendJsonString((*v.object)[k].first, out);
-        out += key_sep;
-        AppendJson((*v.object)[k].second, indent, depth + 1, item_sep, key_sep, out);
+        AppendJsonString((*v.object)[k].first, budget, out);
+        Append(style.key_sep, budget, out);
+        AppendJson((*v.object)[k].second, style, depth + 1, budget, out);
       }
       if (!v.object->empty()) newline(depth);
-      out.push_back('}');
+      Append("}", budget, out);
       return;
     }
+    case Value::Kind::kBool:
+      Append(v.b ? "true" : "false", budget, out);
+      return;
+    case Value::Kind::kInt:
+      Append(absl::StrCat(v.i), budget, out);
+      return;
+    case Value::Kind::kFloat:
+      Append(FloatText(v.f), budget, out);
+      return;
+    default:  // undefined, none, function
+      Append("null", budget, out);
+      return;
+  }
+}
+
+// Appends the text `{{ v }}` prints (repr: as inside a printed container).
+void AppendText(const Value& v, bool repr, int depth, Budget& budget, std::string& out) {
+  budget.Steps(1);
+  switch (v.kind) {
+    case Value::Kind::kUndefined:
+      return;
+    case Value::Kind::kNone:
+      Append("None", budget, out);
+      return;
+    case Value::Kind::kBool:
+      Append(v.b ? "True" : "False", budget, out);
+      return;
+    case Value::Kind::kInt:
+      Append(absl::StrCat(v.i), budget, out);
+      return;
+    case Value::Kind::kFloat:
+      Append(FloatText(v.f), budget, out);
+      return;
+    case Value::Kind::kString:
+      if (repr) Append("'", budget, out);
+      Append(v.s, budget, out);
+      if (repr) Append("'", budget, out);
+      return;
+    case Value::Kind::kArray:
+      budget.CheckDepth(depth + 1);
+      Append("[", budget, out);
+      for (size_t k = 0; k < v.array->size(); ++k) {
+        if (k > 0) Append(", ", budget, out);
+        AppendText((*v.array)[k], true, depth + 1, budget, out);
+      }
+      Append("]", budget, out);
+      return;
+    case Value::Kind::kObject:
+      budget.CheckDepth(depth + 1);
+      Append("{", budget, out);
+      for (size_t k = 0; k < v.object->size(); ++k) {
+        if (k > 0) Append(", ", budget, out);
+        Append("'", budget, out);
+        Append((*v.object)[k].first, budget, out);
+        Append("': ", budget, out);
+        AppendText((*v.object)[k].second, true, depth + 1, budget, out);
+      }
+      Append("}", budget, out);
+      return;
+    case Value::Kind::kFunction:
+      Append("<function>", budget, out);
+      return;
+  }
+}
+
+bool EqualsAt(const Value& a, const Value& b, int depth, Budget& budget) {
+  budget.Steps(1);
+  if (a.IsNumber() && b.IsNumber()) {
+    if (a.kind == Value::Kind::kInt && b.kind == Value::Kind::kInt) return a.i == b.i;
+    double x = a.kind == Value::Kind::kInt ? static_cast<double>(a.i) : a.f;
+    double y = b.kind == Value::Kind::kInt ? static_cast<double>(b.i) : b.f;
+    return x == y;
+  }
+  if (a.kind == Value::Kind::kBool && b.kind == Value::Kind::kBool) return a.b == b.b;
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      budget.Scan(std::min(a.s.size(), b.s.size()));
+      return a.s == b.s;
+    case Value::Kind::kArray:
+      budget.CheckDepth(depth + 1);
+      if (a.array->size() != b.array->size()) return false;
+      for (size_t k = 0; k < a.array->size(); ++k) {
+        if (!EqualsAt((*a.array)[k], (*b.array)[k], depth + 1, budget)) return false;
+      }
+      return true;
+    case Value::Kind::kObject:
+      budget.CheckDepth(depth + 1);
+      if (a.object->size() != b.object->size()) return false;
+      for (const auto& [k, v] : *a.object) {
+        const Value* other = b.Find(k, budget);
+        if (other == nullptr || !EqualsAt(v, *other, depth + 1, budget)) return false;
+      }
+      return true;
+    case Value::Kind::kFunction:
+      return a.function == b.function;
+    default:
+      return false;
   }
 }
 
 }  // namespace
 
-std::string Value::ToString() const {
-  switch (kind) {
-    case Kind::kUndefined:
-      return "";
-    case Kind::kNone:
-      return "None";
-    case Kind::kBool:
-      return b ? "True" : "False";
-    case Kind::kInt:
-      return absl::StrCat(i);
-    case Kind::kFloat:
-      return FloatText(f);
-    case Kind::kString:
-      return s;
-    case Kind::kArray: {
-      std::string out = "[";
-      for (size_t k = 0; k < array->size(); ++k) {
-        if (k > 0) out += ", ";
-        out += (*array)[k].Repr();
-      }
-      return out + "]";
-    }
-    case Kind::kObject: {
-      std::string out = "{";
-      for (size_t k = 0; k < object->size(); ++k) {
-        if (k > 0) out += ", ";
-        out += absl::StrCat("'", (*object)[k].first, "': ", (*object)[k].second.Repr());
-      }
-      return out + "}";
-    }
-    case Kind::kFunction:
-      return "<function>";
-  }
-  return "";
-}
-
-std::string Value::Repr() const {
-  if (kind == Kind::kString) return absl::StrCat("'", s, "'");
-  return ToString();
-}
-
-std::string Value::ToJson(int indent, const std::string& item_sep,
-                          const std::string& key_sep) const {
+std::string Value::ToString(Budget& budget) const {
   std::string out;
-  AppendJson(*this, indent, 0, item_sep, key_sep, out);
+  AppendText(*this, false, 0, budget, out);
   return out;
 }
 
-const Value* Value::Find(const std::string& key) const {
+std::string Value::Repr(Budget& budget) const {
+  std::string out;
+  AppendText(*this, true, 0, budget, out);
+  return out;
+}
+
+std::string Value::ToJson(int64_t indent, const std::string& item_sep, const std::string& key_sep,
+                          Budget& budget) const {
+  std::string out;
+  AppendJson(*this, JsonStyle{indent, item_sep, key_sep}, 0, budget, out);
+  return out;
+}
+
+const Value* Value::Find(const std::string& key, Budget& budget) const {
   if (kind != Kind::kObject) return nullptr;
+  budget.Steps(object->size());
   for (const auto& [k, v] : *object) {
+    if (k.size() != key.size()) continue;
+    budget.Scan(key.size());
     if (k == key) return &v;
   }
   return nullptr;
@@ -290,39 +441,21 @@ std::string Value::TypeName() const {
   return "?";
 }
 
-bool Equals(const Value& a, const Value& b) {
-  if (a.IsNumber() && b.IsNumber()) {
-    if (a.kind == Value::Kind::kInt && b.kind == Value::Kind::kInt) return a.i == b.i;
-    double x = a.kind == Value::Kind::kInt ? static_cast<double>(a.i) : a.f;
-    double y = b.kind == Value::Kind::kInt ? static_cast<double>(b.i) : b.f;
-    return x == y;
+bool Equals(const Value& a, const Value& b, Budget& budget) { return EqualsAt(a, b, 0, budget); }
+
+Value Copy(const Value& v, Budget& budget) {
+  if (v.IsString()) budget.Bytes(v.s.size());
+  return v;
+}
+
+Array CopyItems(const Array& items, Budget& budget) {
+  budget.Steps(items.size());
+  budget.Bytes(kContainerBytes);
+  budget.Bytes(items.size(), sizeof(Value));
+  for (const Value& v : items) {
+    if (v.IsString()) budget.Bytes(v.s.size());
   }
-  if (a.kind == Value::Kind::kBool && b.kind == Value::Kind::kBool) return a.b == b.b;
-  if (a.kind != b.kind) return false;
-  switch (a.kind) {
-    case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return true;
-    case Value::Kind::kString:
-      return a.s == b.s;
-    case Value::Kind::kArray:
-      if (a.array->size() != b.array->size()) return false;
-      for (size_t k = 0; k < a.array->size(); ++k) {
-        if (!Equals((*a.array)[k], (*b.array)[k])) return false;
-      }
-      return true;
-    case Value::Kind::kObject:
-      if (a.object->size() != b.object->size()) return false;
-      for (const auto& [k, v] : *a.object) {
-        const Value* other = b.Find(k);
-        if (other == nullptr || !Equals(v, *other)) return false;
-      }
-      return true;
-    case Value::Kind::kFunction:
-      return a.function == b.function;
-    default:
-      return false;
-  }
+  return items;
 }
 
 }  // namespace pagoda::chat

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "chat/budget.h"
+
 namespace pagoda::chat {
 
 struct Value;
@@ -30,6 +32,9 @@ struct Value {
 
   Kind kind = Kind::kUndefined;
   bool b = false;
+  // Lists and dicts nested in this value, itself included (0 for a scalar), as built;
+  // saturates at 65535. A list changed in place (append) may hold deeper values since.
+  uint16_t depth = 0;
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -42,11 +47,13 @@ struct Value {
   static Value Int(int64_t v);
   static Value Float(double v);
   static Value Str(std::string v);
+  // Lists and dicts are destroyed without recursion, however deep they nest.
   static Value MakeArray(Array v = {});
   static Value MakeObject(Object v = {});
   static Value Func(Function fn);
-  // Converts JSON (null, bool, number, string, array, object) to a value.
-  static Value FromJson(const nlohmann::json& j);
+  // Converts JSON (null, bool, number, string, array, object) to a value; throws
+  // TemplateError("budget") when it nests deeper than the budget's max_depth.
+  static Value FromJson(const nlohmann::json& j, const Budget& budget);
 
   bool IsUndefined() const { return kind == Kind::kUndefined; }
   bool IsNone() const { return kind == Kind::kNone; }
@@ -57,19 +64,31 @@ struct Value {
 
   // Python truthiness (undefined and none are false, empty containers false).
   bool Truthy() const;
+  // The printing functions charge their steps, bytes and depth to `budget` and throw
+  // TemplateError("budget") past it (a list that holds itself ends there too).
   // The text `{{ v }}` prints: undefined prints nothing, none prints "None".
-  std::string ToString() const;
+  std::string ToString(Budget& budget) const;
   // Python repr-like text used inside printed containers ('a' for strings).
-  std::string Repr() const;
+  std::string Repr(Budget& budget) const;
   // JSON text as Python's json.dumps with the given separators; indent < 0: one line.
-  std::string ToJson(int indent, const std::string& item_sep, const std::string& key_sep) const;
-  // Looks up an object key; nullptr when absent or not an object.
-  const Value* Find(const std::string& key) const;
+  std::string ToJson(int64_t indent, const std::string& item_sep, const std::string& key_sep,
+                     Budget& budget) const;
+  // Looks up an object key (a linear search, charged); nullptr when absent or not an object.
+  const Value* Find(const std::string& key, Budget& budget) const;
   // Name of the kind for error messages ("string", "array", ...).
   std::string TypeName() const;
 };
 
-// Python-style equality (1 == 1.0, deep for containers).
-bool Equals(const Value& a, const Value& b);
+// Python-style equality (1 == 1.0, deep for containers), charging `budget`.
+bool Equals(const Value& a, const Value& b, Budget& budget);
+
+// Bytes charged for each list or dict made, besides its items: the allocations' overhead.
+inline constexpr uint64_t kContainerBytes = 64;
+
+// A copy of `v` (a string's bytes are copied, lists and dicts shared), charged first.
+Value Copy(const Value& v, Budget& budget);
+
+// A copy of a list's items, charged first (its slots, each string's bytes, a step each).
+Array CopyItems(const Array& items, Budget& budget);
 
 }  // namespace pagoda::chat

@@ -11,14 +11,54 @@
 namespace pagoda::engine {
 namespace {
 
-// Parses `source` and renders a one-user conversation with it: a template that fails
-// either is no use for any request.
+// Two tool definitions in OpenAI's form, for templates that read `tools`.
+nlohmann::json ProbeTools() {
+  nlohmann::json tools = nlohmann::json::array();
+  for (const char* name : {"get_weather", "search"}) {
+    tools.push_back({{"type", "function"},
+                     {"function",
+                      {{"name", name},
+                       {"description", "A tool of the start-up probe."},
+                       {"parameters",
+                        {{"type", "object"},
+                         {"properties",
+                          {{"query", {{"type", "string"}, {"description", "what to look up"}}},
+                           {"limit", {{"type", "integer"}}},
+                           {"tags", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+                         {"required", {"query"}}}}}}});
+  }
+  return tools;
+}
+
+// A longer conversation than the one-user probe: a system message, eight user/assistant
+// turns and a last user message (and tools when the template reads `tools`), so a
+// template whose cost grows with the conversation meets its budget at start-up rather
+// than on every request. Only an exceeded budget fails: a template may refuse a
+// conversation shape (raise_exception) on purpose.
+absl::Status ProbeLongConversation(const chat::ChatTemplate& t, chat::RenderOptions options) {
+  std::vector<chat::ChatMessage> messages = {{"system", "You are a helpful assistant."}};
+  for (int turn = 1; turn <= 8; ++turn) {
+    messages.push_back({"user", absl::StrCat("Question ", turn, ": what is ", turn, " + 1?")});
+    messages.push_back({"assistant", absl::StrCat("Answer ", turn, ": ", turn + 1, ".")});
+  }
+  messages.push_back({"user", "Thanks. One more?"});
+  if (t.source().find("tools") != std::string::npos) options.extra_context["tools"] = ProbeTools();
+  absl::StatusOr<std::string> probe = t.Render(messages, options);
+  if (probe.ok() || !chat::IsBudgetExceeded(probe.status())) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("a conversation of ", messages.size(), " messages: ", probe.status().message()));
+}
+
+// Parses `source` and renders a one-user conversation with it, then a longer one under
+// the same budgets: a template that fails either is no use for any request.
 absl::StatusOr<chat::ChatTemplate> ParseAndProbe(std::string source,
                                                  const chat::RenderOptions& options) {
   absl::StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::Parse(std::move(source));
   if (!t.ok()) return t.status();
   absl::StatusOr<std::string> probe = t->Render({{"user", "Hello"}}, options);
   if (!probe.ok()) return probe.status();
+  absl::Status long_probe = ProbeLongConversation(*t, options);
+  if (!long_probe.ok()) return long_probe;
   return t;
 }
 

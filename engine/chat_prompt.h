@@ -21,9 +21,10 @@ namespace pagoda::engine {
 class ChatPrompt {
  public:
   // The template `override_source` (--chat-template; non-empty) or else the file's
-  // `tokenizer.chat_template`. An override that does not parse or cannot render a one-user
-  // conversation is InvalidArgument (a load error); a model template with either problem,
-  // or none at all, is remembered and returned by every Render. `bos_text`/`eos_text` are
+  // `tokenizer.chat_template`. An override that does not parse, cannot render a one-user
+  // conversation, or exceeds a render budget (chat/budget.h) on an 18-message one (tools
+  // too when it reads them) is InvalidArgument (a load error); a model template with any of
+  // these problems, or none at all, is remembered and returned by every Render. `bos_text`/`eos_text` are
   // the vocabulary's BOS/EOS pieces; with `strip_bos` a rendered leading BOS is dropped
   // (tokenization adds it).
   static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const gguf::GgufFile& file,

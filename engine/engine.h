@@ -74,7 +74,9 @@ struct EngineConfig {
   // memory (page-locked on CUDA), recomputing when that is full; kAuto picks by backend
   // (the CLI's default). Off when kv_cache is false.
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
-  int64_t swap_space = 0;  // bytes; 0 = the KV cache's own size
+  // Bytes, refused beyond the host memory available; 0 = the KV cache's size, at most half
+  // the host memory available.
+  int64_t swap_space = 0;
   // Prefill pacing (engine/prefill_pacer.h): while decodes or short prompts share a step
   // with a long prompt's prefill, its chunk is sized so the step takes at most this many
   // times a step without it. 0 = off (chunks take the whole budget); otherwise > 1.

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_memory.h"
 #include "common/status_macros.h"
 #include "engine/fair_share_policy.h"
 #include "engine/sampler.h"
@@ -33,6 +34,25 @@ absl::StatusOr<kernels::DType> KvDtypeFor(const std::string& name,
                                                    " backend cannot keep the KV cache in ", name));
   }
   return dtype;
+}
+
+// Host blocks of swap space: --swap-space bytes (refused beyond the host memory available),
+// or by default as many blocks as the KV cache has, at most half the available host memory
+// (the swap space is page-locked on CUDA: more than the host can give would fail or starve it).
+absl::StatusOr<int64_t> SwapBlocks(const EngineConfig& config, const kernels::KvCacheShape& shape) {
+  const auto block_bytes = static_cast<int64_t>(shape.bytes_per_block());
+  const int64_t available = AvailableHostMemory();
+  if (config.swap_space > 0) {
+    if (available >= 0 && config.swap_space > available) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine: swap space of ", config.swap_space, " bytes exceeds the ",
+                       available, " bytes of host memory available; give a smaller --swap-space"));
+    }
+    return std::min<int64_t>(config.swap_space / block_bytes, int64_t{1} << 30);
+  }
+  int64_t blocks = shape.num_blocks;
+  if (available >= 0) blocks = std::min(blocks, available / 2 / block_bytes);
+  return std::max<int64_t>(blocks, 1);
 }
 
 Usage MakeUsage(const Sequence& seq) {
@@ -113,11 +133,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
       config.preemption_mode == PreemptionMode::kSwap ||
       (config.preemption_mode == PreemptionMode::kAuto && core->backend_->name() == "cpu");
   if (swap_mode && config.kv_cache) {
-    const int64_t host_blocks =
-        config.swap_space > 0
-            ? std::min<int64_t>(config.swap_space / static_cast<int64_t>(shape.bytes_per_block()),
-                                int64_t{1} << 30)
-            : shape.num_blocks;
+    ASSIGN_OR_RETURN(const int64_t host_blocks, SwapBlocks(config, shape));
     if (host_blocks <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("engine: swap space of ", config.swap_space, " bytes holds no KV block (",

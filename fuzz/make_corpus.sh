@@ -38,6 +38,30 @@ req stops 'prompt: "a" stop: ["the", "\n"] stop_token_ids: [2] ignore_eos: true 
 req bad 'prompt: "x" temperature: -1 top_p: 0 logprobs: 99 max_tokens: -5'
 req tiny-temp 'prompt: "x" temperature: 1e-45 min_p: 0.5 request_id: "r-1"'
 
+# Chat templates: byte 0 picks the conversation (low 2 bits), add_generation_prompt (0x04),
+# strip_leading_bos (0x08), tools (0x10), enable_thinking=false (0x20); the rest is the
+# template. Six real templates of tests/data (each under 5 KB) and the hostile templates
+# of issue 23, which each meet a budget.
+mkdir -p $c/chat_template_fuzzer
+tmp=$(mktemp -d)
+tar -xJf ../tests/data/chat_templates.tar.xz -C "$tmp"
+real() { { printf "$2"; cat "$tmp/chat_templates/$1.jinja"; } > "$c/chat_template_fuzzer/$1"; }
+real google-gemma-2-2b-it '\x07'
+real microsoft-Phi-3.5-mini-instruct '\x06'
+real Qwen-Qwen2.5-7B-Instruct '\x17'
+real meta-llama-Llama-3.1-8B-Instruct '\x1f'
+real deepseek-ai-DeepSeek-R1-Distill-Qwen-32B '\x07'
+real NousResearch-Hermes-3-Llama-3.1-8B-tool_use '\x17'
+rm -rf "$tmp"
+hostile() { { printf '\x03'; printf '%s' "$2"; } > "$c/chat_template_fuzzer/$1"; }
+hostile deep-list '{% set ns = namespace(x=[]) %}{% for i in range(100) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}'
+hostile indent "{{ 'x'|indent(-1) }}{{ 'a\nb'|indent(100000000000) }}"
+hostile repeat "{{ 'aaaa' * (2**62) }}"
+hostile doubling "{% set ns = namespace(s='ab', l=[1]) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% set ns.l = ns.l + ns.l %}{% endfor %}"
+hostile macro-tree '{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}'
+hostile loops '{% for i in range(1000) %}{% for j in range(1000) %}{{ loop.index }}{% endfor %}{% endfor %}'
+hostile cycle "{% set l = [] %}{% set _ = l.append(l) %}{% set d = {} %}{% set _ = d.update({'d': d}) %}"
+
 # Sampler: temperature, top_k, top_p, min_p, repetition, presence, frequency (f32/i32),
 # logprobs (i8), seed (u64), output index (i32), vocab-1 (u8), context, counts, logits.
 mkdir -p $c/sampler_fuzzer

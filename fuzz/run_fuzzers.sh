@@ -11,7 +11,8 @@ runs=${2:-20000}
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(gguf_fuzzer tokenizer_spm_fuzzer tokenizer_bpe_fuzzer request_fuzzer sampler_fuzzer)
+  targets=(gguf_fuzzer tokenizer_spm_fuzzer tokenizer_bpe_fuzzer request_fuzzer sampler_fuzzer
+    chat_template_fuzzer)
 fi
 
 # Longest input per target: whole seeds fit (the GGUF seeds go up to 16 KiB).
@@ -19,6 +20,7 @@ max_len() {
   case $1 in
     gguf_fuzzer) echo 20000 ;;
     request_fuzzer) echo 2048 ;;
+    chat_template_fuzzer) echo 8192 ;;
     *) echo 1024 ;;
   esac
 }

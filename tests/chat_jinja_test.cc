@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <filesystem>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "chat/chat_template.h"
+#include "tests/test_util.h"
 
 namespace pagoda::chat {
 namespace {
@@ -265,6 +268,168 @@ TEST(ChatJinja, SyntaxErrorsNameTheLine) {
       EXPECT_THAT(t.status().message(), HasSubstr("line 1")) << bad;
     }
   }
+}
+
+// Budgets (issue 23, finding 1): a template from an untrusted GGUF file or --chat-template
+// FILE gets a bounded number of steps, bytes, value nesting, call depth and evaluation
+// nesting; each test below reproduces a template that crashed or hung the daemon before.
+
+// Renders `source` (no messages) with `budget`; the template must parse.
+absl::StatusOr<std::string> RenderWithBudget(const std::string& source, RenderBudget budget) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(source);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return t.status();
+  RenderOptions options;
+  options.add_generation_prompt = false;
+  options.budget = budget;
+  return t->RenderJson(nlohmann::json::array(), options);
+}
+
+// Expects InvalidArgument "chat template: <budget> budget (<limit>) exceeded".
+void ExpectBudgetExceeded(const absl::StatusOr<std::string>& out, const std::string& budget,
+                          int64_t limit) {
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status().message(),
+            absl::StrCat("chat template: ", budget, " budget (", limit, ") exceeded"));
+  EXPECT_TRUE(IsBudgetExceeded(out.status()));
+}
+
+constexpr int64_t kDefaultBytes = RenderBudget().max_bytes;
+constexpr int64_t kDefaultSteps = RenderBudget().max_steps;
+
+// Was a stack overflow (SIGSEGV): a list nested a million deep, printed by tojson.
+TEST(ChatBudget, DeeplyNestedListIsRefused) {
+  // As reported: range(1000000) alone is more than the byte budget.
+  ExpectBudgetExceeded(Render("{% set ns = namespace(x=[]) %}{% for i in range(1000000) %}"
+                              "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}"),
+                       "byte", kDefaultBytes);
+  // With a range that fits, the 65th level is refused.
+  ExpectBudgetExceeded(Render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+                              "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}"),
+                       "value depth", 64);
+  // Without a namespace, and through append (which a list literal's depth cannot see).
+  ExpectBudgetExceeded(Render("{% set x = [] %}{% for i in range(1000) %}{% set x = [x] %}"
+                              "{% endfor %}"),
+                       "value depth", 64);
+  ExpectBudgetExceeded(Render("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}"
+                              "{% set new = [] %}{% set _ = new.append(ns.l) %}"
+                              "{% set ns.l = new %}{% endfor %}"),
+                       "value depth", 64);
+  // Input nested deeper than the budget.
+  nlohmann::json deep = nlohmann::json::array();
+  for (int k = 0; k < 100; ++k) deep = nlohmann::json::array({deep});
+  ExpectBudgetExceeded(Render("{{ deep|tojson }}", {{"deep", deep}}), "value depth", 64);
+  // A list that would hold itself is an error, not a cycle.
+  absl::StatusOr<std::string> cycle = Render("{% set l = [] %}{% set _ = l.append(l) %}");
+  EXPECT_EQ(cycle.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cycle.status().message(), HasSubstr("cannot hold itself"));
+}
+
+// Was an uncaught std::length_error / std::bad_alloc (SIGABRT).
+TEST(ChatBudget, IndentWidthIsChargedBeforeTheAllocation) {
+  EXPECT_EQ(Ok("{{ 'x'|indent(-1) }}|{{ 'a\nb'|indent(-1) }}"), "x|a\nb");  // Python: no pad
+  ExpectBudgetExceeded(Render("{{ 'x'|indent(100000000000) }}"), "byte", kDefaultBytes);
+  ExpectBudgetExceeded(Render("{{ 'a\nb'|indent(9223372036854775807) }}"), "byte", kDefaultBytes);
+  ExpectBudgetExceeded(Render("{{ {'a': [1]}|tojson(indent=9223372036854775807) }}"), "byte",
+                       kDefaultBytes);
+}
+
+// Was an overflow of size * count that passed the check (4 GB RSS, then SIGABRT).
+TEST(ChatBudget, StringRepetitionCannotOverflowTheCheck) {
+  ExpectBudgetExceeded(Render("{{ 'aaaa' * (2**62) }}"), "byte", kDefaultBytes);
+  ExpectBudgetExceeded(Render("{{ 'a' * 9223372036854775807 }}"), "byte", kDefaultBytes);
+  EXPECT_EQ(Ok("{{ 'ab' * 3 }}|{{ 'ab' * 0 }}|{{ 'ab' * -2 }}"), "ababab||");
+  // Integer arithmetic beyond int64 is an error too (it was undefined behaviour).
+  absl::StatusOr<std::string> overflow = Render("{{ 2 ** 64 }}");
+  EXPECT_EQ(overflow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(overflow.status().message(), HasSubstr("integer overflow"));
+  EXPECT_EQ(Render("{{ (-9223372036854775807 - 1) // -1 }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Ok("{{ 2 ** 62 }}|{{ -7 % 3 }}|{{ 7 // -2 }}"), "4611686018427387904|2|-4");
+  EXPECT_EQ(
+      Ok("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}{{ range(5, 0, -2)|list }}"),
+      "[9223372036854775800, 9223372036854775805][5, 3, 1]");
+}
+
+// Was 4 GB: the 64 MiB cap covered only the output, not the values built on the way.
+TEST(ChatBudget, DoublingAStringOrAListStopsAtTheByteBudget) {
+  ExpectBudgetExceeded(Render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                              "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}"),
+                       "byte", kDefaultBytes);
+  // Lists, and values kept alive side by side, under a caller's lower budget (fast).
+  ExpectBudgetExceeded(RenderWithBudget("{% set ns = namespace(s=[1]) %}{% for i in range(40) %}"
+                                        "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                                        {.max_bytes = 1 << 20}),
+                       "byte", 1 << 20);
+  ExpectBudgetExceeded(RenderWithBudget("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}"
+                                        "{% set _ = ns.l.append('x' * 10000 ~ i) %}{% endfor %}",
+                                        {.max_bytes = 1 << 20}),
+                       "byte", 1 << 20);
+  // A caller's lower budget holds just the same.
+  ExpectBudgetExceeded(RenderWithBudget("{{ 'x' * 2000 }}", {.max_bytes = 1000}), "byte", 1000);
+  EXPECT_EQ(*RenderWithBudget("{{ 'x' * 200 }}", {.max_bytes = 1000}), std::string(200, 'x'));
+}
+
+// Were hangs: depth was limited, breadth was not.
+TEST(ChatBudget, ExponentialMacrosAndNestedLoopsStopAtTheStepBudget) {
+  ExpectBudgetExceeded(Render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}"
+                              "{% endif %}{% endmacro %}{{ f(60) }}"),
+                       "step", kDefaultSteps);
+  // As reported, the inner range is more than the byte budget; with ranges that fit,
+  // the iterations run out of steps.
+  ExpectBudgetExceeded(Render("{% for i in range(1000000) %}{% for j in range(1000000) %}"
+                              "{% endfor %}{% endfor %}"),
+                       "byte", kDefaultBytes);
+  ExpectBudgetExceeded(RenderWithBudget("{% for i in range(1000) %}{% for j in range(1000) %}"
+                                        "{% endfor %}{% endfor %}",
+                                        {.max_steps = 100000}),
+                       "step", 100000);
+  // Calls and nesting have their own budgets.
+  ExpectBudgetExceeded(Render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), "call depth", 64);
+  std::string nested = "{% macro f(n) %}";
+  for (int k = 0; k < 90; ++k) nested += "{% if true %}";
+  nested += "{{ f(n - 1) }}";
+  for (int k = 0; k < 90; ++k) nested += "{% endif %}";
+  ExpectBudgetExceeded(Render(nested + "{% endmacro %}{{ f(30) }}"), "nesting", 500);
+}
+
+// Every real template in tests/data renders a 201-message conversation (with tools)
+// inside a twentieth of the default steps and bytes: the defaults leave a wide margin.
+TEST(ChatBudget, RealTemplatesFitWellInsideTheDefaults) {
+  nlohmann::json messages = {{{"role", "system"}, {"content", "You are helpful."}}};
+  for (int turn = 0; turn < 100; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", std::string(200, 'q')}});
+    messages.push_back({{"role", "assistant"}, {"content", std::string(200, 'a')}});
+  }
+  nlohmann::json tools = nlohmann::json::array();
+  for (int k = 0; k < 8; ++k) {
+    tools.push_back(
+        {{"type", "function"},
+         {"function",
+          {{"name", absl::StrCat("tool", k)},
+           {"description", "a tool"},
+           {"parameters",
+            {{"type", "object"},
+             {"properties", {{"a", {{"type", "array"}, {"items", {{"type", "integer"}}}}}}},
+             {"required", {"a"}}}}}}});
+  }
+  int rendered = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::ModelPath("chat_templates"))) {
+    if (entry.path().extension() != ".jinja") continue;
+    absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(testing::ReadFileOrDie(entry.path()));
+    ASSERT_TRUE(t.ok()) << entry.path() << ": " << t.status();
+    RenderOptions options;
+    options.now = 0;
+    options.extra_context = {{"tools", tools}};
+    options.budget.max_steps = kDefaultSteps / 20;
+    options.budget.max_bytes = kDefaultBytes / 20;
+    absl::StatusOr<std::string> out = t->RenderJson(messages, options);
+    EXPECT_TRUE(out.ok()) << entry.path() << ": " << out.status();
+    ++rendered;
+  }
+  EXPECT_GE(rendered, 20);
 }
 
 }  // namespace

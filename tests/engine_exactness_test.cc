@@ -1,13 +1,17 @@
 // Regression tests of issue 22 on the real engine (make-model's tiny preset): a step that
 // only swaps out still runs its copies, and a tenant reload that leaves a stream with less
-// KV cache than it holds ends it with an explicit error instead of stalling the engine.
+// KV cache than it holds ends it with an explicit error instead of stalling the engine; and
+// a swap space larger than the host can give is refused.
 #include <atomic>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "model/gguf.h"
 #include "tests/engine_test_util.h"
+#include "tests/test_util.h"
 
 namespace pagoda {
 namespace {
@@ -132,6 +136,23 @@ TEST(EngineExactnessTest, AReloadBelowWhatAStreamHoldsEndsItNamingTheLimit) {
     const CollectedOutput next = testing::RunOne(*engine, For("a", GreedyRequest({1, 5}, 4)));
     EXPECT_EQ(next.finish_reason, FinishReason::kLength);
   }
+}
+
+// Issue 25: a swap space the host cannot give is refused at start-up, naming the flag.
+TEST(EngineExactnessTest, ASwapSpaceBeyondTheHostMemoryIsRefused) {
+  auto file = gguf::GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(backend.ok());
+  auto engine = engine::Engine::Create({.num_blocks = 16,
+                                        .preemption_mode = engine::PreemptionMode::kSwap,
+                                        .swap_space = int64_t{1} << 60},
+                                       *std::move(file), *std::move(backend));
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(engine.status().message(), "host memory available"))
+      << engine.status();
+  EXPECT_TRUE(absl::StrContains(engine.status().message(), "--swap-space")) << engine.status();
 }
 
 }  // namespace

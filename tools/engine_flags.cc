@@ -66,7 +66,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
       ->check(CLI::IsMember({"auto", "recompute", "swap"}));
   cmd->add_option("--swap-space", f->swap_space_gib,
                   "GiB of host memory (page-locked on CUDA) that swapped-out KV blocks go to; "
-                  "0 = as much as the KV cache takes")
+                  "0 = as much as the KV cache takes, at most half the host memory available; "
+                  "more than is available is refused")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--shed-waiting-requests", f->shed_waiting_requests,
                   "sheddable tenants' requests are refused while this many requests wait; "

@@ -5,7 +5,10 @@
 # it: each bundled binary runs under `env -i` with only the bundle on LD_LIBRARY_PATH (CUDA
 # tests skip without a device), no library resolves outside the bundle but glibc's and
 # CUDA's, the CUDA runtime is linked statically, device code exists for sm_80 and sm_90,
-# and the working tree plus the archive stay under the 64 MiB a device call carries.
+# `tools/gpu-check.sh --dry-run` on the staged bundle prints its plan within the time budget
+# and lists every CUDA test, and the working tree plus the archive stay under the 64 MiB a
+# device call carries. The commit the binaries were built from (`git rev-parse HEAD`, plus
+# "-dirty" when the tree has changes) goes into the bundle and beside the archive as COMMIT.
 #
 # Usage: tools/gpu-bundle.sh [--build-dir DIR] [--out DIR] [--no-build]
 #   --build-dir DIR  build folder (default build-gpu). Configured here when it has no
@@ -45,6 +48,17 @@ ARCHIVE_NAME=pagoda-gpu-bundle.tar.xz
 
 fail() { echo "gpu-bundle: FAILED: $*" >&2; exit 1; }
 note() { echo "gpu-bundle: $*"; }
+
+# The commit of the working tree: HEAD, "-dirty" when a tracked file differs from it or an
+# untracked, not ignored file exists (what the build compiled may then not be HEAD).
+commit_id() {
+  local head
+  head=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
+  if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=normal 2>/dev/null | head -1)" ]; then
+    head=$head-dirty
+  fi
+  echo "$head"
+}
 
 configure_and_build() {
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
@@ -101,6 +115,8 @@ assemble() {
   ) || fail "test data missing in $data (configure unpacks tests/data there)"
   chmod -R u+w "$STAGE"
   strip --strip-unneeded "$STAGE"/bin/* "$STAGE"/lib/*
+  commit_id >"$STAGE/COMMIT"
+  note "commit: $(cat "$STAGE/COMMIT")"
 }
 
 # Every library a bundled binary loads resolves inside the bundle, or is glibc's or CUDA's.
@@ -144,6 +160,23 @@ check_runs() {
   rm -f "$log"
 }
 
+# gpu-check's dry run on the staged bundle: the plan fits the time budget and every test
+# binary lists its tests (the plan and the lists go to gpu-check-plan.txt beside the archive).
+check_plan() {
+  local work plan=$OUT_DIR/gpu-check-plan.txt
+  work=$(mktemp -d)
+  mkdir -p "$OUT_DIR"
+  if ! BUNDLE_DIR=$STAGE WORK=$work OUT=$work/out "$ROOT/tools/gpu-check.sh" --dry-run \
+    >"$plan" 2>&1; then
+    cat "$plan" >&2
+    rm -rf "$work"
+    fail "tools/gpu-check.sh --dry-run on the bundle"
+  fi
+  rm -rf "$work"
+  grep -E '^(total:|[0-9-] +[a-z-]+ +[0-9]+s )' "$plan" | sed 's/^/gpu-bundle:   /'
+  note "gpu-check dry run: $(grep -cE '^  [^ ]' "$plan") test names listed ($plan)"
+}
+
 # The archive, and the size of everything a device call carries.
 pack_and_measure() {
   mkdir -p "$OUT_DIR"
@@ -162,7 +195,8 @@ pack_and_measure() {
   note "sizes: staged $(du -sb "$STAGE" | cut -f1) bytes; archive $bundle bytes; working tree" \
     "$tree bytes; together $((bundle + tree)) of $LIMIT"
   [ $((bundle + tree)) -lt $LIMIT ] || fail "working tree + bundle exceed 64 MiB"
-  note "archive: $archive (carry: $(realpath --relative-to="$ROOT" "$OUT_DIR" 2>/dev/null || echo "$OUT_DIR"))"
+  cp "$STAGE/COMMIT" "$OUT_DIR/COMMIT"
+  note "archive: $archive, built from $(cat "$OUT_DIR/COMMIT") (carry: $(realpath --relative-to="$ROOT" "$OUT_DIR" 2>/dev/null || echo "$OUT_DIR"))"
 }
 
 [ $BUILD -eq 1 ] && configure_and_build
@@ -171,5 +205,6 @@ STAGE=$BUILD_DIR/pagoda-gpu
 assemble
 check_closure
 check_runs
+check_plan
 pack_and_measure
 note "OK"
