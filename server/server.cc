@@ -144,12 +144,13 @@ absl::Status Server::StartOpenAiHttp() {
                             MutexLock lock(&mu_);
                             return serving_;
                           }};
-  absl::StatusOr<std::unique_ptr<http::HttpServer>> server = http::HttpServer::Start(
-      {.host = options_.host,
-       .port = options_.http_port,
-       .num_threads = options_.http_threads,
-       .session = {.max_unsent_bytes = options_.max_unsent_bytes_per_stream}},
-      std::move(deps));
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
+      http::HttpServer::Start({.host = options_.host,
+                               .port = options_.http_port,
+                               .num_threads = options_.http_threads,
+                               .session = {.max_unsent_bytes = options_.max_unsent_bytes_per_stream,
+                                           .cors_allow_origins = options_.cors_allow_origins}},
+                              std::move(deps));
   if (!server.ok()) return server.status();
   openai_http_ = *std::move(server);
   http_port_ = openai_http_->port();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -48,6 +49,8 @@ struct ServerOptions {
   // aborted and counted: gRPC streams end RESOURCE_EXHAUSTED naming the limit, HTTP
   // connections are closed (429 when no header was sent yet). 0 = no limit.
   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
+  // Origins allowed to call the HTTP door from a browser (CORS); empty = none.
+  std::vector<std::string> cors_allow_origins;
 };
 
 class Server {

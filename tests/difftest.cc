@@ -363,8 +363,9 @@ void Compare(const std::string& where, const CollectedSample& mixed, const Colle
     case FinishReason::kError:
       if (error.code() != absl::StatusCode::kResourceExhausted) {
         report->failures.push_back(absl::StrCat(where, ": ended with ", error.ToString()));
+      } else {
+        ++report->ended;
       }
-      ++report->ended;
       return;
     default:
       break;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "model/make_model.h"
@@ -35,6 +36,7 @@ struct ServeFlags {
   std::string tls_key;
   std::string tls_client_ca;
   std::string served_model_name;
+  std::vector<std::string> cors_allow_origins;
   EngineFlags engine;
 };
 
@@ -141,7 +143,8 @@ int RunServe(const ServeFlags& flags) {
                                 .tls_client_ca = flags.tls_client_ca,
                                 .http_port = flags.http_port,
                                 .http_threads = flags.http_threads,
-                                .max_unsent_bytes_per_stream = flags.max_unsent_bytes_per_stream};
+                                .max_unsent_bytes_per_stream = flags.max_unsent_bytes_per_stream,
+                                .cors_allow_origins = flags.cors_allow_origins};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
@@ -176,9 +179,15 @@ Command AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(-1, 65535));
   cmd->add_option("--http-port", flags->http_port,
                   "OpenAI-compatible HTTP port (/v1/completions, /v1/chat/completions, "
-                  "/v1/models, /apply-template, /health, /metrics; plaintext, same keys as "
+                  "/v1/models, /apply-template, /tokenize, /detokenize, /health, /metrics; "
+                  "plaintext, same keys as "
                   "gRPC); -1 (default) = off, 0 picks a free one (logged)")
       ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--cors-allow-origin", flags->cors_allow_origins,
+                  "an origin (e.g. https://app.example.com) whose browser pages may call the "
+                  "HTTP port (CORS); repeatable; \"*\" allows any origin; default: none")
+      ->take_all()
+      ->allow_extra_args(false);
   cmd->add_option("--http-threads", flags->http_threads,
                   "event-loop threads of the HTTP port (connections never get a thread each)")
       ->check(CLI::Range(1, 64));

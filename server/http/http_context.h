@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/mutex.h"
@@ -21,8 +22,9 @@ namespace pagoda::server::http {
 
 // Which requests a server answers.
 enum class RouteSet {
-  // The OpenAI-compatible door (--http-port): /v1/..., /apply-template, /health (JSON),
-  // /metrics. Needs every HttpDeps field.
+  // The OpenAI-compatible door (--http-port): /v1/..., /apply-template, /tokenize,
+  // /detokenize, /health (JSON), /metrics; CORS with cors_allow_origins. Needs every HttpDeps
+  // field.
   kOpenAi,
   // The probe port (--metrics-port): GET /health (200 "SERVING\n" / 503 "NOT_SERVING\n")
   // and GET /metrics only, anything else 404. Needs only render_metrics and serving.
@@ -48,6 +50,9 @@ struct SessionOptions {
   // in flight, and in the socket's send queue); beyond it the request is aborted and the
   // connection closed (--max-unsent-bytes-per-stream). 0 = no limit.
   int64_t max_unsent_bytes = int64_t{1} << 20;
+  // Origins whose browsers may call the OpenAI door (--cors-allow-origin; "*" = any, only
+  // when given explicitly). Empty = no CORS headers, and OPTIONS is refused (405).
+  std::vector<std::string> cors_allow_origins;
 };
 
 class HttpContext {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "server/status_details.h"
 
 namespace pagoda::server::http {
@@ -15,13 +16,25 @@ HttpError MakeHttpError(int status, const std::string& message, const std::strin
           .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
+bool IsContextLengthExceeded(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return false;
+  const absl::string_view message = status.message();
+  if (!absl::StrContains(message, "context length")) return false;
+  for (absl::string_view field : {"prompt: ", "prompt_token_ids: ", "max_tokens: "}) {
+    if (absl::StartsWith(message, field)) return true;
+  }
+  return false;
+}
+
 HttpError ToHttpError(const absl::Status& status) {
   const std::string message(status.message());
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kOutOfRange:
-      return MakeHttpError(400, message, "invalid_request_error", "invalid_request");
+      return MakeHttpError(
+          400, message, "invalid_request_error",
+          IsContextLengthExceeded(status) ? "context_length_exceeded" : "invalid_request");
     case absl::StatusCode::kUnauthenticated:
       return MakeHttpError(401, message, "authentication_error", "invalid_api_key");
     case absl::StatusCode::kPermissionDenied:

@@ -15,11 +15,17 @@ struct HttpError {
   std::optional<int64_t> retry_after_s;  // Retry-After seconds (429, 503)
 };
 
-// InvalidArgument, FailedPrecondition, OutOfRange -> 400; Unauthenticated -> 401;
+// InvalidArgument, FailedPrecondition, OutOfRange -> 400 (code "context_length_exceeded"
+// when IsContextLengthExceeded, else "invalid_request"); Unauthenticated -> 401;
 // PermissionDenied -> 403; NotFound -> 404; ResourceExhausted -> 429 with Retry-After (the
 // status's RetryInfo delay rounded up, else the default); Unavailable -> 503;
 // Unimplemented -> 501; anything else -> 500. The message is the status's.
 HttpError ToHttpError(const absl::Status& status);
+
+// True for the engine's refusals of a prompt, or a prompt plus max_tokens, past the model's
+// context (Engine::Validate: InvalidArgument "prompt: ...", "prompt_token_ids: ..." or
+// "max_tokens: ..." naming "the context length"): OpenAI's "context_length_exceeded".
+bool IsContextLengthExceeded(const absl::Status& status);
 
 // An error with an explicit HTTP status, type and code (404 unknown path, 405, 413, ...).
 HttpError MakeHttpError(int status, const std::string& message, const std::string& type,

@@ -11,6 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "server/access_log.h"
 #include "server/admission.h"
+#include "server/http/cors.h"
+#include "server/http/request_framing.h"
+#include "server/http/tokenize_routes.h"
 #include "spdlog/spdlog.h"
 
 namespace pagoda::server::http {
@@ -23,6 +26,10 @@ using nlohmann::json;
 
 constexpr uint64_t kBodyLimit = 16 << 20;                    // bytes of a request body at most
 constexpr absl::Duration kWriteTimeout = absl::Seconds(30);  // writing a whole response
+// Bytes after a request that a generation's disconnect watch keeps unparsed at most: a
+// client may pipeline a small request behind it (RFC 9112 §9.3.2 discourages pipelining
+// after a POST); one that sends more is cut instead of buffered.
+constexpr size_t kPipelinedLimit = 8 << 10;
 
 std::chrono::steady_clock::duration Chrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(d);
@@ -30,6 +37,13 @@ std::chrono::steady_clock::duration Chrono(absl::Duration d) {
 
 std::string ChunkOf(const std::string& data) {
   return absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n");
+}
+
+// The value of header `field`; "" when absent.
+std::string_view HeaderValue(const bhttp::request_header<>& req, bhttp::field field) {
+  auto it = req.find(field);
+  return it == req.end() ? std::string_view()
+                         : std::string_view(it->value().data(), it->value().size());
 }
 
 const char* IdPrefix(ApiKind kind) { return kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"; }
@@ -49,6 +63,7 @@ void HttpSession::DoRead() {
   parser_->body_limit(kBodyLimit);
   keep_alive_ = true;
   response_complete_ = false;
+  cors_headers_.clear();
   stream_.expires_after(Chrono(context_->options().idle_timeout));
   bhttp::async_read_header(
       stream_, buffer_, *parser_,
@@ -57,6 +72,14 @@ void HttpSession::DoRead() {
 
 void HttpSession::OnHeader(beast::error_code ec) {
   if (ec) return OnRead(ec);
+  // Before any byte of the body is read, so none of it can pass for the next request.
+  if (absl::Status framing = CheckRequestFraming(parser_->get()); !framing.ok()) {
+    keep_alive_ = false;
+    return RespondError(framing.code() == absl::StatusCode::kUnimplemented
+                            ? ToHttpError(framing)
+                            : MakeHttpError(400, std::string(framing.message()),
+                                            "invalid_request_error", "bad_request"));
+  }
   auto read_body = [self = shared_from_this()] {
     bhttp::async_read(self->stream_, self->buffer_, *self->parser_,
                       [self](beast::error_code ec, size_t) { self->OnRead(ec); });
@@ -105,7 +128,30 @@ absl::StatusOr<Caller> HttpSession::Authenticate(const Request& req) const {
   std::optional<absl::string_view> value;
   auto it = req.find(bhttp::field::authorization);
   if (it != req.end()) value = absl::string_view(it->value().data(), it->value().size());
-  return context_->deps().tenants->Authenticate(value);
+  absl::StatusOr<Caller> caller = context_->deps().tenants->Authenticate(value);
+  if (!caller.ok() && !value.has_value()) {
+    // The registry's message names gRPC metadata.
+    return absl::UnauthenticatedError(
+        "missing API key: send the header 'Authorization: Bearer <key>'");
+  }
+  return caller;
+}
+
+bool HttpSession::HandleCors(const Request& req) {
+  const std::vector<std::string>& allowed = context_->options().cors_allow_origins;
+  if (allowed.empty() || context_->options().routes != RouteSet::kOpenAi) return false;
+  const CorsOutcome cors =
+      CorsFor(allowed, HeaderValue(req, bhttp::field::origin), req.method() == bhttp::verb::options,
+              HeaderValue(req, bhttp::field::access_control_request_headers));
+  cors_headers_ = cors.headers;
+  if (!cors.preflight) return false;
+  if (cors.headers.empty()) {
+    RespondError(MakeHttpError(403, "origin not allowed (--cors-allow-origin)", "permission_error",
+                               "origin_not_allowed"));
+  } else {
+    Respond(204, "", "");
+  }
+  return true;
 }
 
 void HttpSession::Route(const Request& req) {
@@ -113,17 +159,25 @@ void HttpSession::Route(const Request& req) {
   const std::string_view path = target.substr(0, target.find('?'));
   const bool get = req.method() == bhttp::verb::get;
   const bool post = req.method() == bhttp::verb::post;
+  if (HandleCors(req)) return;
   if (path == "/health" || path == "/metrics") {
     if (!get)
       return RespondError(
           MakeHttpError(405, "use GET", "invalid_request_error", "method_not_allowed"));
     if (path == "/health") return RespondHealth();
+    // The door is public: with keys configured, tenant names and token counts need one too
+    // (the probe port, --metrics-port, is the private scrape port and has no tenants).
+    if (context_->options().routes == RouteSet::kOpenAi) {
+      if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
+        return RespondError(ToHttpError(caller.status()));
+      }
+    }
     return Respond(200, "text/plain; version=0.0.4", context_->deps().render_metrics());
   }
-  const bool known =
-      context_->options().routes == RouteSet::kOpenAi &&
-      (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/apply-template" ||
-       path == "/v1/models" || path.starts_with("/v1/models/"));
+  const bool known = context_->options().routes == RouteSet::kOpenAi &&
+                     (path == "/v1/completions" || path == "/v1/chat/completions" ||
+                      path == "/apply-template" || path == "/tokenize" || path == "/detokenize" ||
+                      path == "/v1/models" || path.starts_with("/v1/models/"));
   if (!known) {
     return RespondError(MakeHttpError(404, absl::StrCat("no route for ", std::string(path)),
                                       "invalid_request_error", "unknown_url"));
@@ -141,7 +195,9 @@ void HttpSession::Route(const Request& req) {
   if (!post)
     return RespondError(
         MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
-  if (path == "/apply-template") return HandleApplyTemplate(req);
+  if (path == "/apply-template") return HandleJsonRoute(req, ApplyTemplateBody);
+  if (path == "/tokenize") return HandleJsonRoute(req, TokenizeBody);
+  if (path == "/detokenize") return HandleJsonRoute(req, DetokenizeBody);
   HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
 }
 
@@ -179,7 +235,7 @@ void HttpSession::HandleModels(const Request& req, std::string_view id) {
   Respond(200, "application/json", Dump(model));
 }
 
-void HttpSession::HandleApplyTemplate(const Request& req) {
+void HttpSession::HandleJsonRoute(const Request& req, const JsonRoute& route) {
   if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
     return RespondError(ToHttpError(caller.status()));
   }
@@ -187,16 +243,9 @@ void HttpSession::HandleApplyTemplate(const Request& req) {
   if (body.is_discarded()) {
     return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
   }
-  absl::StatusOr<std::vector<engine::ChatMessage>> messages = ParseMessages(body);
-  if (!messages.ok()) return RespondError(ToHttpError(messages.status()));
-  bool add_generation_prompt = true;
-  if (auto it = body.find("add_generation_prompt"); it != body.end() && it->is_boolean()) {
-    add_generation_prompt = it->get<bool>();
-  }
-  absl::StatusOr<std::string> prompt =
-      context_->deps().engine->RenderChat(*messages, add_generation_prompt);
-  if (!prompt.ok()) return RespondError(ToHttpError(prompt.status()));
-  Respond(200, "application/json", Dump({{"prompt", *prompt}}));
+  absl::StatusOr<std::string> out = route(*context_->deps().engine, body);
+  if (!out.ok()) return RespondError(ToHttpError(out.status()));
+  Respond(200, "application/json", *out);
 }
 
 void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
@@ -261,8 +310,9 @@ void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller cal
   gen_ = std::move(g);
   if (gen_->stream) {
     Write(
-        "HTTP/1.1 200 OK\r\nServer: pagoda\r\nContent-Type: text/event-stream\r\n"
-        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n");
+        absl::StrCat("HTTP/1.1 200 OK\r\nServer: pagoda\r\nContent-Type: text/event-stream\r\n"
+                     "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
+                     cors_headers_, "\r\n"));
     if (kind == ApiKind::kChat) {
       for (int32_t i = 0; i < n; ++i) {
         Write(ChunkOf(gen_->format->RoleChunk(i, gen_->include_usage)));
@@ -316,9 +366,14 @@ void HttpSession::WriteEndedSamples() {
         r == engine::FinishReason::kAbort) {
       continue;
     }
-    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i],
-                                  engine::FinishReasonName(g.reasons[i]), g.include_usage)));
-    g.texts[i].clear();
+    // The text first, then an event with no text carrying the finish reason (as OpenAI
+    // and llama-server): a client that stops reading at finish_reason loses no text.
+    const int32_t index = static_cast<int32_t>(i);
+    if (!g.texts[i].empty()) {
+      Write(ChunkOf(g.format->Chunk(index, g.texts[i], "", g.include_usage)));
+      g.texts[i].clear();
+    }
+    Write(ChunkOf(g.format->Chunk(index, "", engine::FinishReasonName(r), g.include_usage)));
     g.ended[i] = true;
   }
 }
@@ -426,10 +481,15 @@ void HttpSession::LogAccess(const absl::Status& status, engine::FinishReason rea
 void HttpSession::Respond(int status, const std::string& content_type, const std::string& body,
                           std::optional<int64_t> retry_after) {
   if (context_->draining()) keep_alive_ = false;
-  std::string head = absl::StrFormat(
-      "HTTP/1.1 %d %s\r\nServer: pagoda\r\nContent-Type: %s\r\nContent-Length: %d\r\n", status,
-      std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status))), content_type,
-      body.size());
+  std::string head =
+      absl::StrFormat("HTTP/1.1 %d %s\r\nServer: pagoda\r\n", status,
+                      std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status))));
+  // A 204 has neither a body nor Content-Length (RFC 9110 §8.6).
+  if (status != 204) {
+    absl::StrAppend(&head, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(),
+                    "\r\n");
+  }
+  head += cors_headers_;
   if (retry_after.has_value()) absl::StrAppend(&head, "Retry-After: ", *retry_after, "\r\n");
   if (!keep_alive_) head += "Connection: close\r\n";
   head += "\r\n";
@@ -511,8 +571,11 @@ void HttpSession::OnWatch(beast::error_code ec, size_t n) {
     return Close();
   }
   if (!ec) {
-    if (buffer_.size() < kBodyLimit) WatchDisconnect();
-    return;
+    if (buffer_.size() <= kPipelinedLimit) return WatchDisconnect();
+    spdlog::warn("http [{}] aborted: the client pipelined {} bytes behind it (at most {})",
+                 gen_ ? QuoteLogValue(gen_->request_id) : std::string(), buffer_.size(),
+                 kPipelinedLimit);
+    return ClientGone();  // aborted as if the peer had left, and the connection closed
   }
   if (ec == net::error::operation_aborted) return;
   ClientGone();  // the peer closed or reset the connection

@@ -2,14 +2,18 @@
 // responses, all on the connection's strand (no thread of its own). A generation is
 // submitted to the engine with a GenerationLink; its outputs come back through the
 // strand, as one JSON body or as server-sent events (chunked). While a response is in
-// progress a read stays posted on the socket: the peer closing it aborts the engine request.
+// progress a read stays posted on the socket: the peer closing it aborts the engine request,
+// and so does a peer pipelining more than 8 KiB behind it (never buffered without bound).
 // Output the client has not taken beyond SessionOptions::max_unsent_bytes aborts it too.
+// A request whose framing is ambiguous (request_framing.h) is refused before its body is
+// read, and its connection closed. With keys configured, the OpenAI door's /metrics needs one.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,11 +67,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Answers "Expect: 100-continue", then reads the body.
   void OnHeader(boost::beast::error_code ec);
   void OnRead(boost::beast::error_code ec);
+  // With --cors-allow-origin: sets cors_headers_ for an allowed Origin and answers a
+  // preflight (OPTIONS: 204 with the Access-Control-Allow-* headers, or 403 for an origin
+  // not allowed). True when it answered.
+  bool HandleCors(const Request& req);
   void Route(const Request& req);
   // GET /health: JSON on the OpenAI door, "SERVING\n" / "NOT_SERVING\n" on the probe port.
   void RespondHealth();
   void HandleGeneration(const Request& req, ApiKind kind);
-  void HandleApplyTemplate(const Request& req);
+  // A body-in, body-out route: authenticates, parses the JSON body and answers `route`'s
+  // body (200) or error (/apply-template, /tokenize, /detokenize: tokenize_routes.h).
+  using JsonRoute =
+      std::function<absl::StatusOr<std::string>(const engine::Engine&, const nlohmann::json&)>;
+  void HandleJsonRoute(const Request& req, const JsonRoute& route);
   void HandleModels(const Request& req, std::string_view id);
   // The caller the Authorization header names (shared with gRPC: TenantRegistry).
   absl::StatusOr<Caller> Authenticate(const Request& req) const;
@@ -82,7 +94,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // the connection (after a 429 when no header was sent yet). True when it cut.
   bool CutIfOverUnsentCap();
   void FinishGeneration(const OutputBatch& batch);
-  // Streamed: the last event of each sample that ended (text left and finish reason).
+  // Streamed: the last events of each sample that ended: the text left, if any, then an
+  // event with empty text (completions) or an empty delta (chat) and the finish reason.
   void WriteEndedSamples();
   void LogAccess(const absl::Status& status, engine::FinishReason reason,
                  const engine::Usage* usage);
@@ -105,6 +118,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool keep_alive_ = true;
+  std::string cors_headers_;  // CORS header lines of the current response (HandleCors)
   std::deque<std::string> out_;
   int64_t out_bytes_ = 0;  // the bytes of out_ (queued, or in flight at the front)
   bool writing_ = false;

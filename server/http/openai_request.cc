@@ -101,7 +101,11 @@ absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
   }
   std::optional<double> d;
   PAGODA_ASSIGN(d, Number(body, "temperature"));
-  if (d) r.sampling.temperature = static_cast<float>(*d);
+  if (d) {
+    // OpenAI's range (gRPC takes any finite value >= 0).
+    if (!(*d >= 0 && *d <= 2)) return Bad("temperature", "must be in [0, 2]");
+    r.sampling.temperature = static_cast<float>(*d);
+  }
   PAGODA_ASSIGN(d, Number(body, "top_p"));
   if (d) r.sampling.top_p = static_cast<float>(*d);
   PAGODA_ASSIGN(d, Number(body, "min_p"));

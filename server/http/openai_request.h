@@ -21,10 +21,11 @@ struct OpenAiRequest {
 };
 
 // /v1/completions: prompt (a string, one string in an array, token ids, or one array of
-// token ids), max_tokens (default 16, as OpenAI), temperature, top_p, seed, stop, n (1 only),
-// presence/frequency_penalty, stream, stream_options, and the extensions top_k, min_p,
-// repetition_penalty, ignore_eos, stop_token_ids, priority. InvalidArgument naming the
-// field for a wrong type or an unsupported feature (n > 1, echo, suffix, logprobs, ...).
+// token ids), max_tokens (default 16, as OpenAI), temperature (in [0, 2], as OpenAI), top_p,
+// seed, stop, n, presence/frequency_penalty, stream, stream_options, and the extensions
+// top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids, priority. InvalidArgument
+// naming the field for a wrong type, a temperature out of range or an unsupported feature
+// (echo, suffix, logprobs, ...).
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body);
 
 // /v1/chat/completions: messages plus the fields above (max_completion_tokens or

@@ -30,8 +30,9 @@ class ResponseFormatter {
   std::string Full(const std::vector<std::string>& texts,
                    const std::vector<std::string>& finish_reasons,
                    const engine::Usage& usage) const;
-  // One SSE event carrying a text delta of choice `index`; `finish_reason` "" is null. With
-  // `usage_null` the chunk carries "usage": null (stream_options.include_usage).
+  // One SSE event carrying a text delta of choice `index`; `finish_reason` "" is null. A
+  // chat chunk with a finish reason and no text has an empty delta {}. With `usage_null`
+  // the chunk carries "usage": null (stream_options.include_usage).
   std::string Chunk(int32_t index, const std::string& text, const std::string& finish_reason,
                     bool usage_null) const;
   // Chat's first SSE event of choice `index`: the assistant role with empty content.
