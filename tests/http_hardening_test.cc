@@ -149,16 +149,6 @@ class HttpHardeningTest : public ::testing::Test {
     return testing::MetricValue(testing::HttpGet(server_->metrics_port(), "/metrics"), name);
   }
 
-  bool WaitAllBlocksFree() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      const engine::EngineStats s = engine_->Stats();
-      if (s.num_running + s.num_waiting == 0 && s.num_free_blocks == s.num_blocks) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
-  }
-
   testing::StepGate gate_;  // outlives the engine
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<server::Server> server_;
@@ -184,7 +174,7 @@ TEST_F(HttpHardeningTest, BytesPipelinedBehindAStreamPastTheLimitCutIt) {
   // Counted before the connection was closed, with the engine still held.
   EXPECT_EQ(Metric("pagoda:request_cancelled_total"), 1);
   gate_.Set(true);
-  EXPECT_TRUE(WaitAllBlocksFree());
+  EXPECT_TRUE(testing::WaitForIdle(*engine_));
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
 }
 
