@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "chat/budget.h"
+#include "chat/spans.h"
 #include "chat/value.h"
 
 namespace pagoda::chat {
@@ -19,11 +20,14 @@ const Value& GetArg(const CallArgs& args, size_t index, const char* keyword);
 // Python's str.strip/lstrip/rstrip of `chars` (whitespace when chars is undefined/none).
 std::string StripText(const std::string& s, const Value& chars, bool left, bool right,
                       Budget& budget);
+// As StripText, for a string value: the kept bytes keep their content spans.
+Value StripValue(const Value& s, const Value& chars, bool left, bool right, Budget& budget);
 
 // Where `needle` first occurs in `hay` at or after `from`; npos when nowhere. Linear time.
 size_t FindText(std::string_view hay, std::string_view needle, size_t from = 0);
 
-// `input | name(args)`.
+// `input | name(args)`. A string result keeps exact content spans for trim/strip, join and
+// filters that return an input; for others it is all content when any input had content.
 Value ApplyFilter(const std::string& name, const Value& input, const CallArgs& args, int line,
                   Budget& budget);
 

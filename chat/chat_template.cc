@@ -11,6 +11,7 @@
 #include "chat/interpreter.h"
 #include "chat/lexer.h"
 #include "chat/parser.h"
+#include "chat/spans.h"
 #include "chat/value.h"
 
 namespace pagoda::chat {
@@ -134,6 +135,21 @@ nlohmann::json AdaptMessages(const nlohmann::json& messages, bool system_role, b
   return out;
 }
 
+// The messages as a template value, every string in them marked as content (chat/spans.h)
+// except each message's role, which templates turn into markup (Phi-3's '<|' + role + '|>').
+Value ContentValue(const nlohmann::json& messages, const Budget& budget) {
+  Value v = Value::FromJson(messages, budget);
+  MarkAllContent(&v);
+  if (!v.IsArray()) return v;
+  for (Value& m : *v.array) {
+    if (!m.IsObject()) continue;
+    for (auto& [key, field] : *m.object) {
+      if (key == "role") field.spans.clear();
+    }
+  }
+  return v;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
@@ -165,13 +181,27 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
 
 absl::StatusOr<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
                                                  const RenderOptions& options) const {
-  nlohmann::json list = nlohmann::json::array();
-  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-  return RenderJson(list, options);
+  absl::StatusOr<RenderedChat> out = RenderWithSpans(messages, options);
+  if (!out.ok()) return out.status();
+  return std::move(out->text);
 }
 
 absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messages,
                                                      const RenderOptions& options) const {
+  absl::StatusOr<RenderedChat> out = RenderJsonWithSpans(messages, options);
+  if (!out.ok()) return out.status();
+  return std::move(out->text);
+}
+
+absl::StatusOr<RenderedChat> ChatTemplate::RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                                           const RenderOptions& options) const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return RenderJsonWithSpans(list, options);
+}
+
+absl::StatusOr<RenderedChat> ChatTemplate::RenderJsonWithSpans(const nlohmann::json& messages,
+                                                               const RenderOptions& options) const {
   if (!messages.is_array()) return absl::InvalidArgumentError("messages must be an array");
   for (const auto& m : messages) {
     if (!m.is_object()) return absl::InvalidArgumentError("each message must be an object");
@@ -181,13 +211,13 @@ absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messa
   }
   // Declared before every value of the render: the functions among them point to it.
   Budget budget(options.budget);
-  std::string out;
+  SpannedText out;
   try {
     Object globals;
     nlohmann::json adapted = AdaptMessages(messages, supports_system_role_,
                                            source_->find("<|channel|>") == std::string::npos);
     AddGlobalFunctions(globals, options.now, budget);
-    globals.emplace_back("messages", Value::FromJson(adapted, budget));
+    globals.emplace_back("messages", ContentValue(adapted, budget));
     globals.emplace_back("bos_token", Value::Str(options.bos_token));
     globals.emplace_back("eos_token", Value::Str(options.eos_token));
     // As llama.cpp: the variable exists only when true.
@@ -203,11 +233,13 @@ absl::StatusOr<std::string> ChatTemplate::RenderJson(const nlohmann::json& messa
   } catch (const std::exception& e) {
     return ToStatus(e);
   }
-  if (options.strip_leading_bos && !options.bos_token.empty() &&
-      out.compare(0, options.bos_token.size(), options.bos_token) == 0) {
-    out.erase(0, options.bos_token.size());
+  RenderedChat rendered{std::move(out.text), std::move(out.spans)};
+  const std::string& bos = options.bos_token;
+  if (options.strip_leading_bos && !bos.empty() && rendered.text.starts_with(bos)) {
+    rendered.text.erase(0, bos.size());
+    rendered.content = SliceSpans(rendered.content, bos.size(), bos.size() + rendered.text.size());
   }
-  return out;
+  return rendered;
 }
 
 bool IsBudgetExceeded(const absl::Status& status) {

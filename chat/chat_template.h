@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "chat/budget.h"
+#include "chat/value.h"
 
 namespace pagoda::chat {
 
@@ -39,6 +40,14 @@ struct RenderOptions {
   RenderBudget budget;
 };
 
+// A rendered prompt and its content spans: the byte ranges [begin, end) of `text` that came
+// from the messages' string fields other than `role` (sorted, disjoint; chat/spans.h).
+// Special-token text there is the caller's text, not the template's.
+struct RenderedChat {
+  std::string text;
+  Spans content;
+};
+
 // True for the InvalidArgument of a render that would have exceeded its RenderBudget.
 bool IsBudgetExceeded(const absl::Status& status);
 
@@ -62,6 +71,12 @@ class ChatTemplate {
   // the template); InvalidArgument when `messages` is not an array of objects.
   absl::StatusOr<std::string> RenderJson(const nlohmann::json& messages,
                                          const RenderOptions& options) const;
+
+  // As Render and RenderJson, with the content spans of the result.
+  absl::StatusOr<RenderedChat> RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                               const RenderOptions& options) const;
+  absl::StatusOr<RenderedChat> RenderJsonWithSpans(const nlohmann::json& messages,
+                                                   const RenderOptions& options) const;
 
   // False when the template ignores or refuses a system message (then Render merges it
   // into the next message, as llama.cpp does).

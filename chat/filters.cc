@@ -14,6 +14,34 @@ namespace {
 
 using K = Value::Kind;
 
+// The [begin, end) of `s` that StripText keeps; charges the scan and the kept bytes.
+std::pair<size_t, size_t> StripRange(const std::string& s, const Value& chars, bool left,
+                                     bool right, Budget& budget) {
+  const std::string set = chars.IsString() ? chars.s : std::string(" \t\n\r\f\v");
+  budget.Scan(s.size() + set.size());
+  bool in_set[256] = {};
+  for (unsigned char c : set) in_set[c] = true;
+  size_t begin = 0, end = s.size();
+  while (left && begin < end && in_set[static_cast<unsigned char>(s[begin])]) ++begin;
+  while (right && end > begin && in_set[static_cast<unsigned char>(s[end - 1])]) --end;
+  budget.Bytes(end - begin);
+  return {begin, end};
+}
+
+// Filters whose string results carry exact content spans (they track them, or return a
+// copy of an input, which keeps its own).
+bool KeepsSpans(const std::string& name) {
+  static const char* kNames[] = {"trim", "strip", "join", "default", "d",     "first",
+                                 "last", "safe",  "min",  "max",     "string"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+Value RunFilter(const std::string& name, const Value& input, const CallArgs& args, int line,
+                Budget& budget);
+
 [[noreturn]] void TypeError(const std::string& filter, const Value& v, int line) {
   throw TemplateError("runtime",
                       absl::StrCat("filter '", filter, "' does not apply to ", v.TypeName()), line);
@@ -31,7 +59,9 @@ Array Items(const std::string& filter, const Value& v, int line, Budget& budget)
     Array out;
     out.reserve(n);
     if (v.IsString()) {
-      for (char c : v.s) out.push_back(Value::Str(std::string(1, c)));
+      for (size_t k = 0; k < v.s.size(); ++k) {
+        out.push_back(SpannedStr(std::string(1, v.s[k]), SliceSpans(v.spans, k, k + 1)));
+      }
       return out;
     }
     for (const auto& [k, e] : *v.object) {
@@ -79,22 +109,29 @@ Value ToJsonFilter(const Value& input, const CallArgs& args, int line, Budget& b
 Value Join(const Value& input, const CallArgs& args, int line, Budget& budget) {
   const Value& sep_arg = GetArg(args, 0, "d");
   const Value& attr = GetArg(args, 1, "attribute");
-  const std::string sep = sep_arg.IsUndefined() ? "" : sep_arg.ToString(budget);
+  const Value sep = sep_arg.IsString()
+                        ? sep_arg
+                        : Value::Str(sep_arg.IsUndefined() ? "" : sep_arg.ToString(budget));
   const std::string path = attr.IsUndefined() ? "" : attr.ToString(budget);
-  std::string out;
+  SpannedText out;  // the items' and separators' content spans kept
   bool first = true;
-  for (const Value& v : Items("join", input, line, budget)) {
+  for (const Value& item : Items("join", input, line, budget)) {
     if (!first) {
-      budget.Bytes(sep.size());
-      out += sep;
+      budget.Bytes(sep.s.size());
+      out.Append(sep);
     }
     first = false;
-    std::string text =
-        attr.IsUndefined() ? v.ToString(budget) : Attribute(v, path, budget).ToString(budget);
+    const Value v = attr.IsUndefined() ? item : Attribute(item, path, budget);
+    if (v.IsString()) {
+      budget.Bytes(v.s.size());
+      out.Append(v);
+      continue;
+    }
+    std::string text = v.ToString(budget);
     budget.Bytes(text.size());
-    out += text;
+    out.AppendPrinted(text, HasContent(v, budget));
   }
-  return Value::Str(std::move(out));
+  return out.Take();
 }
 
 // select/reject (by test on the item) and selectattr/rejectattr (by test on an attribute).
@@ -354,7 +391,9 @@ Value StringFilter(const std::string& name, const Value& input, const CallArgs& 
     return Value::Int(n);
   }
   // trim / strip
-  return Value::Str(StripText(s, GetArg(args, 0, "chars"), true, true, budget));
+  Value text = input.IsString() ? input : Value::Str(std::move(s));
+  if (!input.IsString() && HasContent(input, budget)) MarkWhole(&text);
+  return StripValue(text, GetArg(args, 0, "chars"), true, true, budget);
 }
 
 }  // namespace
@@ -377,19 +416,26 @@ size_t FindText(std::string_view hay, std::string_view needle, size_t from) {
 
 std::string StripText(const std::string& s, const Value& chars, bool left, bool right,
                       Budget& budget) {
-  const std::string set = chars.IsString() ? chars.s : std::string(" \t\n\r\f\v");
-  budget.Scan(s.size() + set.size());
-  bool in_set[256] = {};
-  for (unsigned char c : set) in_set[c] = true;
-  size_t begin = 0, end = s.size();
-  while (left && begin < end && in_set[static_cast<unsigned char>(s[begin])]) ++begin;
-  while (right && end > begin && in_set[static_cast<unsigned char>(s[end - 1])]) --end;
-  budget.Bytes(end - begin);
+  const auto [begin, end] = StripRange(s, chars, left, right, budget);
   return s.substr(begin, end - begin);
+}
+
+Value StripValue(const Value& s, const Value& chars, bool left, bool right, Budget& budget) {
+  const auto [begin, end] = StripRange(s.s, chars, left, right, budget);
+  return SpannedStr(s.s.substr(begin, end - begin), SliceSpans(s.spans, begin, end));
 }
 
 Value ApplyFilter(const std::string& name, const Value& input, const CallArgs& args, int line,
                   Budget& budget) {
+  Value out = RunFilter(name, input, args, line, budget);
+  if (out.IsString() && !KeepsSpans(name) && AnyContent(input, args, budget)) MarkWhole(&out);
+  return out;
+}
+
+namespace {
+
+Value RunFilter(const std::string& name, const Value& input, const CallArgs& args, int line,
+                Budget& budget) {
   budget.Steps(1);
   if (name == "trim" || name == "strip" || name == "upper" || name == "lower" ||
       name == "capitalize" || name == "title" || name == "replace" || name == "wordcount") {
@@ -402,7 +448,15 @@ Value ApplyFilter(const std::string& name, const Value& input, const CallArgs& a
     if (input.IsObject()) return Value::Int(static_cast<int64_t>(input.object->size()));
     return Value::Int(static_cast<int64_t>(Items(name, input, line, budget).size()));
   }
-  if (name == "string") return Value::Str(input.ToString(budget));
+  if (name == "string") {
+    Value text = Value::Str(input.ToString(budget));
+    if (input.IsString()) {
+      text.spans = input.spans;
+    } else if (HasContent(input, budget)) {
+      MarkWhole(&text);
+    }
+    return text;
+  }
   if (name == "safe" || name == "e" || name == "escape" || name == "list") {
     if (name == "list") return Value::MakeArray(Items(name, input, line, budget));
     if (name != "safe") throw TemplateError("unsupported", "unsupported filter 'escape'", line);
@@ -461,4 +515,5 @@ Value ApplyFilter(const std::string& name, const Value& input, const CallArgs& a
   throw TemplateError("unsupported", absl::StrCat("unsupported filter '", name, "'"), line);
 }
 
+}  // namespace
 }  // namespace pagoda::chat

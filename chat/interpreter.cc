@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "chat/builtins.h"
 #include "chat/error.h"
+#include "chat/spans.h"
 
 namespace pagoda::chat {
 namespace {
@@ -26,7 +27,7 @@ class Interpreter {
     scopes_.emplace_back();
   }
 
-  Flow ExecBlock(const std::vector<NodePtr>& body, std::string& out) {
+  Flow ExecBlock(const std::vector<NodePtr>& body, SpannedText& out) {
     for (const NodePtr& n : body) {
       Flow f = Exec(*n, out);
       if (f != Flow::kNormal) return f;
@@ -39,14 +40,20 @@ class Interpreter {
     throw TemplateError("runtime", msg, n.line);
   }
 
-  // Appends to the output, charging the bytes first.
-  void Emit(std::string_view text, std::string& out) {
+  // Appends to the output, charging the bytes first: template text, or a value's text
+  // with its content spans (a non-string holding content is content as a whole).
+  void Emit(std::string_view text, SpannedText& out) {
     budget_.Bytes(text.size());
-    out.append(text);
+    out.Append(text);
   }
-  void EmitValue(const Value& v, std::string& out) {
-    if (v.IsString()) return Emit(v.s, out);
-    Emit(v.ToString(budget_), out);
+  void EmitValue(const Value& v, SpannedText& out) {
+    if (v.IsString()) {
+      budget_.Bytes(v.s.size());
+      return out.Append(v);
+    }
+    std::string printed = v.ToString(budget_);
+    budget_.Bytes(printed.size());
+    out.AppendPrinted(printed, HasContent(v, budget_));
   }
 
   // The innermost scope's variable `name` (hashing the name is charged).
@@ -68,7 +75,7 @@ class Interpreter {
     return g ? Copy(*g, budget_) : Value();
   }
 
-  Flow Exec(const Node& n, std::string& out) {
+  Flow Exec(const Node& n, SpannedText& out) {
     budget_.Steps(1);
     Budget::Nest nest(budget_);
     switch (n.kind) {
@@ -93,11 +100,10 @@ class Interpreter {
         EmitValue(ExecCallBlock(n), out);
         return Flow::kNormal;
       case NodeKind::kFilterBlock: {
-        std::string inner;
+        SpannedText inner;
         ExecBlock(n.body, inner);
         const Node& f = *n.kids[0];
-        EmitValue(ApplyFilter(f.str, Value::Str(std::move(inner)), EvalArgs(f, 1), f.line, budget_),
-                  out);
+        EmitValue(ApplyFilter(f.str, inner.Take(), EvalArgs(f, 1), f.line, budget_), out);
         return Flow::kNormal;
       }
       case NodeKind::kBreak:
@@ -122,7 +128,7 @@ class Interpreter {
 
   // Small frame: a for loop nests inside statements as deep as max_nesting allows, so
   // its set-up and each iteration's bindings live in helpers that are not inlined.
-  Flow ExecFor(const Node& n, std::string& out) {
+  Flow ExecFor(const Node& n, SpannedText& out) {
     scopes_.emplace_back();
     Array items = ForItems(n);
     std::shared_ptr<Object> loop = NewLoop();
@@ -213,9 +219,9 @@ class Interpreter {
     if (n.kids[1]) {
       v = Eval(*n.kids[1]);
     } else {
-      std::string inner;
+      SpannedText inner;
       ExecBlock(n.body, inner);
-      v = Value::Str(std::move(inner));
+      v = inner.Take();
     }
     Assign(*n.kids[0], std::move(v));
   }
@@ -261,10 +267,10 @@ class Interpreter {
         if (k == "caller") scope["caller"] = v;
       }
       scopes_.push_back(std::move(scope));
-      std::string out;
+      SpannedText out;
       ExecBlock(node->body, out);
       scopes_.pop_back();
-      return Value::Str(std::move(out));
+      return out.Take();
     });
   }
 
@@ -277,9 +283,9 @@ class Interpreter {
     budget_.Bytes(kContainerBytes);
     args.keyword.emplace_back("caller", Value::Func([this, body](CallArgs&) -> Value {
                                 Budget::Call call(budget_);
-                                std::string out;
+                                SpannedText out;
                                 ExecBlock(body->body, out);
-                                return Value::Str(std::move(out));
+                                return out.Take();
                               }));
     budget_.Steps(1);
     return (*callee.function)(args);
@@ -417,8 +423,9 @@ class Interpreter {
                                         : static_cast<int64_t>(object.s.size());
         int64_t k = key.i < 0 ? key.i + size : key.i;
         if (k < 0 || k >= size) return Value();
-        return object.IsArray() ? Copy((*object.array)[k], budget_)
-                                : Value::Str(std::string(1, object.s[k]));
+        return object.IsArray()
+                   ? Copy((*object.array)[k], budget_)
+                   : SpannedStr(std::string(1, object.s[k]), SliceSpans(object.spans, k, k + 1));
       }
       if (key.IsString()) return GetMethod(object, key.s, n.line, budget_);
       return Value();
@@ -463,9 +470,9 @@ class Interpreter {
 
 }  // namespace
 
-std::string Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget) {
+SpannedText Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget) {
   Interpreter interpreter(globals, budget);
-  std::string out;
+  SpannedText out;
   interpreter.ExecBlock(program, out);
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "chat/ast.h"
 #include "chat/budget.h"
+#include "chat/spans.h"
 #include "chat/value.h"
 
 namespace pagoda::chat {
@@ -14,7 +15,8 @@ namespace pagoda::chat {
 // visible; throws TemplateError on an unsupported construct, a type error or
 // raise_exception, and TemplateError("budget") when the render would exceed `budget`.
 // Undefined variables render empty; attributes of undefined are undefined (llama.cpp's
-// lenient behaviour); operations on undefined values are errors.
-std::string Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget);
+// lenient behaviour); operations on undefined values are errors. The result's spans are
+// the bytes that came from content strings (chat/spans.h).
+SpannedText Execute(const std::vector<NodePtr>& program, const Value& globals, Budget& budget);
 
 }  // namespace pagoda::chat

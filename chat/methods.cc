@@ -142,23 +142,30 @@ Value Format(const std::string& s, const CallArgs& args, int line, Budget& budge
   return Value::Str(std::move(out));
 }
 
-Value StringMethod(const std::string& s, const std::string& name, const CallArgs& args, int line,
+// A method of string `self`. Results keep content spans (chat/spans.h): exactly for strip
+// and join; split's parts and format's result are all content when their inputs had any.
+Value StringMethod(const Value& self, const std::string& name, const CallArgs& args, int line,
                    Budget& budget) {
+  const std::string& s = self.s;
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    return Value::Str(
-        StripText(s, GetArg(args, 0, "chars"), name != "rstrip", name != "lstrip", budget));
+    return StripValue(self, GetArg(args, 0, "chars"), name != "rstrip", name != "lstrip", budget);
   }
   if (name == "startswith" || name == "endswith") {
     return Value::Bool(StartsOrEnds(s, GetArg(args, 0, "prefix"), name == "startswith", budget));
   }
-  if (name == "split" || name == "rsplit") return Split(s, args, name == "rsplit", line, budget);
+  if (name == "split" || name == "rsplit") {
+    Value parts = Split(s, args, name == "rsplit", line, budget);
+    if (!self.spans.empty()) {
+      for (Value& part : *parts.array) MarkWhole(&part);
+    }
+    return parts;
+  }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" ||
       name == "replace") {
     if (name == "replace" && GetArg(args, 2, "count").kind == K::kInt) {
       throw TemplateError("unsupported", "unsupported str.replace with a count", line);
     }
-    budget.Bytes(s.size());
-    return ApplyFilter(name, Value::Str(s), args, line, budget);
+    return ApplyFilter(name, Copy(self, budget), args, line, budget);
   }
   if (name == "find" || name == "count") {
     const std::string needle = GetArg(args, 0, "sub").ToString(budget);
@@ -177,11 +184,14 @@ Value StringMethod(const std::string& s, const std::string& name, const CallArgs
   }
   if (name == "join") {
     CallArgs join_args;
-    budget.Bytes(s.size());
-    join_args.positional.push_back(Value::Str(s));
+    join_args.positional.push_back(Copy(self, budget));
     return ApplyFilter("join", GetArg(args, 0, "iterable"), join_args, line, budget);
   }
-  if (name == "format") return Format(s, args, line, budget);
+  if (name == "format") {
+    Value out = Format(s, args, line, budget);
+    if (AnyContent(self, args, budget)) MarkWhole(&out);
+    return out;
+  }
   // isdigit / isalpha / isspace
   budget.Scan(s.size());
   if (s.empty()) return Value::Bool(false);
@@ -303,7 +313,7 @@ bool HasMethod(K kind, const std::string& name) {
 Value CallMethod(const Value& self, const std::string& name, CallArgs& args, int line,
                  Budget& budget) {
   budget.Steps(1);
-  if (self.IsString()) return StringMethod(self.s, name, args, line, budget);
+  if (self.IsString()) return StringMethod(self, name, args, line, budget);
   if (self.IsArray()) return ArrayMethod(self, name, args, line, budget);
   return ObjectMethod(self, name, args, line, budget);
 }

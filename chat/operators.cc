@@ -54,8 +54,17 @@ Value IntArithmetic(const std::string& op, int64_t a, int64_t b, int line) {
   return Value::Int(r);
 }
 
-// `text * count` (Python: empty for count <= 0), its size charged before it is built.
-Value Repeat(const std::string& text, int64_t count, Budget& budget) {
+// `a` followed by `b` (strings), content spans included.
+Value Concat(const std::string& left, const Spans& left_spans, const std::string& right,
+             const Spans& right_spans) {
+  Spans spans = left_spans;
+  AppendSpans(right_spans, left.size(), &spans);
+  return SpannedStr(left + right, std::move(spans));
+}
+
+// `text * count` (Python: empty for count <= 0), its size charged before it is built; all
+// content when `text` has any.
+Value Repeat(const std::string& text, bool content, int64_t count, Budget& budget) {
   if (count <= 0 || text.empty()) return Value::Str("");
   budget.Bytes(static_cast<uint64_t>(count), text.size());
   const size_t total = text.size() * static_cast<size_t>(count);  // charged: no overflow
@@ -64,14 +73,16 @@ Value Repeat(const std::string& text, int64_t count, Budget& budget) {
   out.reserve(total);
   while (out.size() <= total / 2) out.append(out);  // doubling: log(count) copies
   out.append(out, 0, total - out.size());
-  return Value::Str(std::move(out));
+  Value v = Value::Str(std::move(out));
+  if (content) MarkWhole(&v);
+  return v;
 }
 
 Value Arithmetic(const std::string& op, const Value& a, const Value& b, int line, Budget& budget) {
   if (op == "+" && a.IsString() && b.IsString()) {
     budget.Bytes(a.s.size());
     budget.Bytes(b.s.size());
-    return Value::Str(a.s + b.s);
+    return Concat(a.s, a.spans, b.s, b.spans);
   }
   if (op == "+" && a.IsArray() && b.IsArray()) {
     Array joined = CopyItems(*a.array, budget);
@@ -80,7 +91,8 @@ Value Arithmetic(const std::string& op, const Value& a, const Value& b, int line
                   std::make_move_iterator(tail.end()));
     return Value::MakeArray(std::move(joined));
   }
-  if (op == "*" && a.IsString() && b.kind == K::kInt) return Repeat(a.s, b.i, budget);
+  if (op == "*" && a.IsString() && b.kind == K::kInt)
+    return Repeat(a.s, !a.spans.empty(), b.i, budget);
   if (!a.IsNumber() || !b.IsNumber()) {
     Fail(line, absl::StrCat("cannot apply '", op, "' to ", a.TypeName(), " and ", b.TypeName()));
   }
@@ -113,7 +125,12 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b, int line, 
     std::string right = b_null && a.IsString() ? "" : b.ToString(budget);
     budget.Bytes(left.size());
     budget.Bytes(right.size());
-    return Value::Str(left + right);
+    // A printed list or dict holding content is content as a whole.
+    auto spans_of = [&](const Value& v, const std::string& text) -> Spans {
+      if (v.IsString()) return v.spans.get();
+      return !text.empty() && HasContent(v, budget) ? Spans{{0, text.size()}} : Spans{};
+    };
+    return Concat(left, spans_of(a, left), right, spans_of(b, right));
   }
   if (a_null || b_null) {
     if (op == "+" && (a.IsString() || b.IsString())) {
@@ -174,7 +191,15 @@ Value SliceOf(const Value& object, const int64_t parts[3], const bool given[3], 
       text.push_back(object.s[k]);
     }
   }
-  return object.IsArray() ? Value::MakeArray(std::move(items)) : Value::Str(std::move(text));
+  if (object.IsArray()) return Value::MakeArray(std::move(items));
+  Value out = Value::Str(std::move(text));
+  if (step == 1) {
+    out.spans =
+        SliceSpans(object.spans, static_cast<size_t>(start), static_cast<size_t>(start + count));
+  } else if (!object.spans.empty()) {
+    MarkWhole(&out);  // conservative: any content makes a strided slice content
+  }
+  return out;
 }
 
 }  // namespace pagoda::chat

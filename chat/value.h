@@ -18,6 +18,45 @@ using Array = std::vector<Value>;
 // Objects keep insertion order (Python dicts do, and templates print them).
 using Object = std::vector<std::pair<std::string, Value>>;
 
+// A byte range [begin, end) of a string.
+struct Span {
+  size_t begin = 0;
+  size_t end = 0;
+};
+// Ranges of one string: sorted, disjoint, non-empty, never adjacent (chat/spans.h).
+using Spans = std::vector<Span>;
+
+// A string value's spans: none (a null pointer, the common case) or a list, copied with
+// the value. One pointer wide, so that values (charged per slot to the render's byte
+// budget) stay small.
+class SpanList {
+ public:
+  SpanList() = default;
+  SpanList(const SpanList& o) : p_(o.p_ ? std::make_unique<Spans>(*o.p_) : nullptr) {}
+  SpanList(SpanList&&) = default;
+  SpanList& operator=(const SpanList& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<Spans>(*o.p_) : nullptr;
+    return *this;
+  }
+  SpanList& operator=(SpanList&&) = default;
+  SpanList& operator=(Spans s) {
+    p_ = s.empty() ? nullptr : std::make_unique<Spans>(std::move(s));
+    return *this;
+  }
+  // The list (empty when none).
+  operator const Spans&() const { return p_ ? *p_ : Empty(); }
+  const Spans& get() const { return *this; }
+  bool empty() const { return p_ == nullptr; }
+  void clear() { p_.reset(); }
+
+ private:
+  static const Spans& Empty() {
+    static const Spans* const kEmpty = new Spans();
+    return *kEmpty;
+  }
+  std::unique_ptr<Spans> p_;
+};
+
 // Positional and keyword arguments of a call.
 struct CallArgs {
   std::vector<Value> positional;
@@ -38,6 +77,9 @@ struct Value {
   int64_t i = 0;
   double f = 0;
   std::string s;
+  // A string's bytes that came from the request's messages (content spans, chat/spans.h):
+  // the tokenizer never reads special tokens there.
+  SpanList spans;
   std::shared_ptr<Array> array;    // shared: appends through a method are visible
   std::shared_ptr<Object> object;  // shared: namespace attributes are assignable
   std::shared_ptr<Function> function;

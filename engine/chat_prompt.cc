@@ -106,6 +106,13 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufF
 
 absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& messages,
                                                bool add_generation_prompt) const {
+  absl::StatusOr<ChatPromptText> out = RenderWithSpans(messages, add_generation_prompt);
+  if (!out.ok()) return out.status();
+  return std::move(out->text);
+}
+
+absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                                           bool add_generation_prompt) const {
   if (template_ == nullptr) return unusable_;
   if (messages.empty()) return absl::InvalidArgumentError("messages: is empty");
   std::vector<chat::ChatMessage> turns;
@@ -116,11 +123,29 @@ absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& m
                               .eos_token = eos_text_,
                               .strip_leading_bos = strip_bos_,
                               .now = std::time(nullptr)};
-  absl::StatusOr<std::string> text = template_->Render(turns, options);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(), absl::StrCat("messages: ", text.status().message()));
+  absl::StatusOr<chat::RenderedChat> out = template_->RenderWithSpans(turns, options);
+  if (!out.ok()) {
+    return absl::Status(out.status().code(), absl::StrCat("messages: ", out.status().message()));
   }
-  return text;
+  ChatPromptText prompt{.text = std::move(out->text)};
+  prompt.content.reserve(out->content.size());
+  for (const chat::Span& s : out->content) prompt.content.push_back({s.begin, s.end});
+  return prompt;
+}
+
+absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const model::Tokenizer& tok,
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const ChatPromptText& prompt,
+                                                      bool content_special) {
+  if (content_special) return tok.Encode(prompt.text, tok.add_bos(), /*parse_special=*/true);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (tok.Encode(role, false, /*parse_special=*/true) != tok.Encode(role, false, false)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i, "].role: spells a special token"));
+    }
+  }
+  return tok.EncodeWithPlainRanges(prompt.text, tok.add_bos(), prompt.content);
 }
 
 }  // namespace pagoda::engine

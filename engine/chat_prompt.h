@@ -1,5 +1,6 @@
-// A model's chat template, ready to turn a chat request's messages into its prompt text
-// (the engine tokenizes that text with special tokens parsed).
+// A model's chat template, ready to turn a chat request's messages into its prompt text,
+// and that text into token ids: special-token text the template writes becomes special
+// tokens; in message content it stays text unless the request opts in.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
+#include "model/tokenizer.h"
 
 namespace pagoda::gguf {
 class GgufFile;
@@ -18,15 +20,32 @@ class ChatTemplate;
 
 namespace pagoda::engine {
 
+// A rendered chat prompt: its text and the byte ranges of it that came from the messages
+// (content; never a role), sorted and disjoint.
+struct ChatPromptText {
+  std::string text;
+  std::vector<model::TextRange> content;
+};
+
+// The token ids of `prompt` (rendered from `messages`), BOS first when `tok` adds one.
+// Special-token text written by the template becomes its token; inside content it does only
+// with `content_special` (else it is plain text, so a message cannot forge the template's
+// markup). Without content_special, InvalidArgument when a role spells a special token
+// (roles become markup: '<|im_start|>' + role).
+absl::StatusOr<std::vector<int32_t>> EncodeChatPrompt(const model::Tokenizer& tok,
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const ChatPromptText& prompt,
+                                                      bool content_special);
+
 class ChatPrompt {
  public:
   // The template `override_source` (--chat-template; non-empty) or else the file's
   // `tokenizer.chat_template`. An override that does not parse, cannot render a one-user
   // conversation, or exceeds a render budget (chat/budget.h) on an 18-message one (tools
   // too when it reads them) is InvalidArgument (a load error); a model template with any of
-  // these problems, or none at all, is remembered and returned by every Render. `bos_text`/`eos_text` are
-  // the vocabulary's BOS/EOS pieces; with `strip_bos` a rendered leading BOS is dropped
-  // (tokenization adds it).
+  // these problems, or none at all, is remembered and returned by every Render.
+  // `bos_text`/`eos_text` are the vocabulary's BOS/EOS pieces; with `strip_bos` a rendered leading
+  // BOS is dropped (tokenization adds it).
   static absl::StatusOr<std::unique_ptr<ChatPrompt>> Create(const gguf::GgufFile& file,
                                                             const std::string& override_source,
                                                             std::string bos_text,
@@ -38,6 +57,9 @@ class ChatPrompt {
   // (raise_exception) or an empty list, Unimplemented for a construct outside the subset.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      bool add_generation_prompt) const;
+  // As Render, with the content ranges of the text (for EncodeChatPrompt).
+  absl::StatusOr<ChatPromptText> RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                                 bool add_generation_prompt) const;
 
  private:
   ChatPrompt() = default;

@@ -14,7 +14,11 @@ void CollectingSink::OnOutput(GenerationOutput output) {
     s.text += output.text;
     s.logprobs.insert(s.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
     if (output.sample_finished()) s.finish_reason = output.finish_reason;
+    if (!output.prompt_token_ids.empty()) s.prompt_token_ids = output.prompt_token_ids;
+    if (!output.prompt_logprobs.empty()) s.prompt_logprobs = output.prompt_logprobs;
     if (index == 0) {
+      if (!output.prompt_token_ids.empty()) c.prompt_token_ids = output.prompt_token_ids;
+      if (!output.prompt_logprobs.empty()) c.prompt_logprobs = output.prompt_logprobs;
       c.token_ids.insert(c.token_ids.end(), output.token_ids.begin(), output.token_ids.end());
       c.text += output.text;
       for (TokenLogprob& lp : output.logprobs) c.logprobs.push_back(std::move(lp));

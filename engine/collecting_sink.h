@@ -17,6 +17,8 @@ struct CollectedSample {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  std::vector<int32_t> prompt_token_ids;      // with prompt logprobs
+  std::vector<TokenLogprob> prompt_logprobs;  // with prompt logprobs (tokens 1..)
   FinishReason finish_reason = FinishReason::kNone;
 };
 
@@ -26,6 +28,8 @@ struct CollectedOutput {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  std::vector<int32_t> prompt_token_ids;      // with prompt logprobs
+  std::vector<TokenLogprob> prompt_logprobs;  // with prompt logprobs (tokens 1..)
   FinishReason finish_reason = FinishReason::kNone;
   absl::Status error;
   Usage usage;

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "engine/chat_prompt.h"
 #include "engine/engine_core.h"
+#include "engine/sampler.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/utf8.h"
@@ -38,6 +39,9 @@ absl::Status ValidateSampling(const SamplingParams& p) {
   }
   if (p.logprobs.has_value() && (*p.logprobs < 0 || *p.logprobs > 20)) {
     return Invalid("logprobs", "must be in [0, 20]");
+  }
+  if (p.prompt_logprobs.has_value() && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > 20)) {
+    return Invalid("prompt_logprobs", "must be in [0, 20]");
   }
   return absl::OkStatus();
 }
@@ -143,21 +147,46 @@ void Engine::Stop() {
   }
 }
 
-absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) const {
+namespace {
+
+// `messages` rendered by `chat` once they are checked: valid UTF-8, at most
+// `max_prompt_bytes` in all.
+absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
+                                             const std::vector<ChatMessage>& messages,
+                                             bool add_generation_prompt, int64_t max_prompt_bytes) {
+  // A message counts its role and content plus what any template frames it with, so that
+  // half a million empty messages do not pass as zero bytes.
+  constexpr int64_t kFramingBytesPerMessage = 16;
   int64_t bytes = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    bytes += static_cast<int64_t>(m.role.size() + m.content.size());
+    bytes += static_cast<int64_t>(m.role.size() + m.content.size()) + kFramingBytesPerMessage;
     if (!model::IsValidUtf8(m.role) || !model::IsValidUtf8(m.content)) {
       return Invalid(absl::StrCat("messages[", i, "]"), "is not valid UTF-8");
     }
   }
-  if (bytes > max_prompt_bytes_) {
-    return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes_,
+  if (bytes > max_prompt_bytes) {
+    return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes,
                                             " are accepted (max_prompt_bytes)"));
   }
-  return chat_->Render(messages, add_generation_prompt);
+  return chat.RenderWithSpans(messages, add_generation_prompt);
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view text) { return model::IsValidUtf8(text); }
+
+std::string Engine::TokenBytes(int32_t id) const {
+  const model::Tokenizer& tok = tokenizer();
+  if (id < 0 || id >= tok.vocab_size()) return "";
+  return tok.TokenBytes(id);
+}
+
+absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
+                                               bool add_generation_prompt) const {
+  ASSIGN_OR_RETURN(ChatPromptText out,
+                   RenderChecked(*chat_, messages, add_generation_prompt, max_prompt_bytes_));
+  return std::move(out.text);
 }
 
 const model::Tokenizer& Engine::tokenizer() const { return core_->tokenizer(); }
@@ -175,6 +204,7 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
     return Invalid("prompt", "give either prompt or prompt_token_ids, not both");
   }
   RETURN_IF_ERROR(ValidateSampling(r.sampling));
+  RETURN_IF_ERROR(ValidateLogitBias(r.sampling.logit_bias, vocab));
   if (r.n < 1 || r.n > 16) return Invalid("n", "must be in [1, 16]");
   if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
     return Invalid("stop", absl::StrCat(r.stop.size(), " stop strings; at most ",
@@ -203,12 +233,13 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
     if (!r.prompt.empty() || !r.prompt_token_ids.empty()) {
       return Invalid("messages", "give either messages or a prompt, not both");
     }
-    ASSIGN_OR_RETURN(const std::string text, RenderChat(r.messages, r.add_generation_prompt));
-    if (static_cast<int64_t>(text.size()) > max_prompt_bytes_) {
-      return Invalid("messages", absl::StrCat("render to ", text.size(), " bytes; at most ",
+    ASSIGN_OR_RETURN(const ChatPromptText chat,
+                     RenderChecked(*chat_, r.messages, r.add_generation_prompt, max_prompt_bytes_));
+    if (static_cast<int64_t>(chat.text.size()) > max_prompt_bytes_) {
+      return Invalid("messages", absl::StrCat("render to ", chat.text.size(), " bytes; at most ",
                                               max_prompt_bytes_, " (max_prompt_bytes)"));
     }
-    *prompt = tok.Encode(text, tok.add_bos(), /*parse_special=*/true);
+    ASSIGN_OR_RETURN(*prompt, EncodeChatPrompt(tok, r.messages, chat, r.chat_content_special));
   } else if (!r.prompt_token_ids.empty()) {
     for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
       const int32_t id = r.prompt_token_ids[i];
@@ -234,7 +265,10 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
   }
   const int64_t capacity = limit.tokens;
   if (r.max_tokens.has_value()) {
-    if (*r.max_tokens <= 0) return Invalid("max_tokens", "must be positive");
+    // 0 computes the prompt for its logprobs only.
+    if (*r.max_tokens < 0 || (*r.max_tokens == 0 && !r.sampling.prompt_logprobs.has_value())) {
+      return Invalid("max_tokens", "must be positive (0 only with prompt_logprobs)");
+    }
     if (int64_t{n} + *r.max_tokens > context) {
       return Invalid("max_tokens",
                      absl::StrCat("prompt (", n, " tokens) + max_tokens (", *r.max_tokens,
@@ -336,6 +370,13 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   }
   Pending p;
   RETURN_IF_ERROR(Validate(request, limit, &p.prompt, &p.max_total_tokens));
+  if (request.admit) {
+    const auto prompt_tokens = static_cast<int32_t>(p.prompt.size());
+    RETURN_IF_ERROR(request.admit({.prompt_tokens = prompt_tokens,
+                                   .max_completion_tokens = p.max_total_tokens - prompt_tokens,
+                                   .n = request.n}));
+    request.admit = nullptr;
+  }
   request.prompt.clear();
   request.prompt_token_ids.clear();
   request.messages.clear();

@@ -53,6 +53,9 @@ class StepObserver {
   virtual void OnStep(const StepTiming& timing) = 0;
 };
 
+// True when all of `text` is valid UTF-8 (for the server, which never includes model/).
+bool IsValidUtf8(std::string_view text);
+
 struct EngineConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;       // KV blocks; wins over kv_cache_memory when > 0
@@ -201,6 +204,9 @@ class Engine final : public EngineClient {
   // conversation the template refuses; Unimplemented for a construct outside the subset.
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt) const;
+  // The bytes token `id` adds to a text: "" for a control token (EOS) or an id outside the
+  // vocabulary; may be part of a UTF-8 character (a byte token).
+  std::string TokenBytes(int32_t id) const;
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/host_memory.h"
@@ -286,14 +287,28 @@ void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>
                                   StepTiming* timing) {
   // Which chunks sample must be decided before the computed counts advance.
   std::vector<bool> samples(out.chunks.size());
-  for (size_t i = 0; i < out.chunks.size(); ++i) samples[i] = ModelRunner::Samples(out.chunks[i]);
+  std::vector<std::pair<int32_t, int32_t>> prompt_rows(out.chunks.size());
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    samples[i] = ModelRunner::Samples(out.chunks[i]);
+    prompt_rows[i] = ModelRunner::PromptLogprobRows(out.chunks[i]);
+  }
   scheduler_->OnStepDone(out);
   const int32_t vocab = model_->config().vocab_size;
   size_t row = 0;
   const absl::Time now = absl::Now();
   for (size_t i = 0; i < out.chunks.size(); ++i) {
-    if (!samples[i]) continue;
     Sequence* seq = out.chunks[i].seq;
+    const auto [lp_begin, lp_end] = prompt_rows[i];
+    if (lp_begin < lp_end) {
+      seq->prompt_logprobs.resize(seq->prompt_logprobs_end());
+      for (int32_t p = lp_begin; p < lp_end; ++p, ++row) {
+        seq->prompt_logprobs[p] =
+            LogprobOf(absl::MakeConstSpan(logits.data() + row * vocab, vocab), seq->tokens[p + 1],
+                      *seq->request.sampling.prompt_logprobs);
+      }
+      if (lp_begin <= seq->prompt_logprobs_next) seq->prompt_logprobs_next = lp_end;
+    }
+    if (!samples[i]) continue;
     absl::Span<float> row_logits(logits.data() + row * vocab, vocab);
     ++row;
     // The prompt is computed once: the other samples fork from it now.
@@ -304,6 +319,20 @@ void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>
 
 void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, absl::Time now,
                                     StepTiming* timing) {
+  if (seq->num_tokens() >= seq->max_total_tokens) {  // max_tokens 0: the prompt only
+    GenerationOutput done;
+    done.finish_reason = FinishReason::kLength;
+    AttachPrompt(seq, &done);
+    Finish(seq, std::move(done));
+    return;
+  }
+  if (seq->request.sampling.grammar != nullptr && !MaskLogits(seq, logits)) {
+    GenerationOutput done;  // the grammar allows nothing, not even an end: stop here
+    done.finish_reason = FinishReason::kStop;
+    AttachPrompt(seq, &done);
+    Finish(seq, std::move(done));
+    return;
+  }
   SampleInput in{.params = &seq->request.sampling,
                  .seed = seq->seed,
                  .output_index = seq->num_output(),
@@ -311,9 +340,15 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
                  .output_counts = &seq->output_counts};
   const absl::Time t0 = timing != nullptr ? absl::Now() : now;
   SampleResult r = Sample(in, logits);
+  if (seq->matcher != nullptr) {
+    seq->matcher->Advance(tokenizer_->TokenBytes(r.token_id));  // allowed, so accepted
+    seq->matcher->Compact();
+  }
   const absl::Time t1 = timing != nullptr ? absl::Now() : now;
   if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
+  const bool first = seq->num_output() == 0;
   GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
+  if (first) AttachPrompt(seq, &delivery);
   if (timing != nullptr) {
     timing->sample += t1 - t0;
     timing->detokenize += absl::Now() - t1;
@@ -324,6 +359,37 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
     delivery.index = seq->sample_index;
     seq->sink->OnOutput(std::move(delivery));
   }
+}
+
+bool Engine::Core::MaskLogits(Sequence* seq, absl::Span<float> logits) {
+  if (masker_ == nullptr) {
+    std::vector<std::string> bytes(tokenizer_->vocab_size());
+    for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+      bytes[id] = tokenizer_->TokenBytes(id);
+    }
+    masker_ = std::make_unique<grammar::TokenMasker>(bytes, tokenizer_->eog_ids());
+  }
+  if (seq->matcher == nullptr) {
+    seq->matcher = std::make_unique<grammar::Matcher>(seq->request.sampling.grammar);
+    seq->mask_cache = std::make_unique<grammar::MaskCache>(/*max_masks=*/8, /*max_states=*/1024);
+  }
+  masker_->FillMask(seq->matcher.get(), &grammar_mask_, seq->mask_cache.get());
+  bool any = false;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (id < masker_->vocab_size() && grammar::MaskAllows(grammar_mask_, id)) {
+      any = true;
+    } else {
+      logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  return any;
+}
+
+void Engine::Core::AttachPrompt(Sequence* seq, GenerationOutput* out) {
+  if (!seq->request.sampling.prompt_logprobs.has_value()) return;
+  out->prompt_token_ids.assign(seq->tokens.begin(), seq->tokens.begin() + seq->prompt_len);
+  out->prompt_logprobs = std::move(seq->prompt_logprobs);  // all done: never written again
+  seq->prompt_logprobs.clear();
 }
 
 void Engine::Core::Fork(Sequence* parent, absl::Span<const float> logits, absl::Time now,
@@ -344,6 +410,8 @@ void Engine::Core::Fork(Sequence* parent, absl::Span<const float> logits, absl::
     child->cache_root = parent->cache_root;
     child->block_hashes = parent->block_hashes;
     child->cached_tokens = parent->cached_tokens;
+    child->prompt_logprobs = parent->prompt_logprobs;
+    child->prompt_logprobs_next = parent->prompt_logprobs_next;
     child->sample_index = i;
     child->arrival_time = parent->arrival_time;
     child->first_scheduled_time = parent->first_scheduled_time;

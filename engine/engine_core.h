@@ -76,9 +76,15 @@ class Engine::Core {
   // Samples `seq`'s next token from `logits` (modified) and delivers it.
   void SampleAndDeliver(Sequence* seq, absl::Span<float> logits, absl::Time now,
                         StepTiming* timing);
+  // Fills `out` (the sample's first delivery) with the prompt and its logprobs, when the
+  // request asked for them.
+  void AttachPrompt(Sequence* seq, GenerationOutput* out);
   // Creates the pending samples of `parent`, whose prompt was just computed: they share its
   // blocks and sample their first token from copies of its `logits` row.
   void Fork(Sequence* parent, absl::Span<const float> logits, absl::Time now, StepTiming* timing);
+  // Constrained decoding: sets to -inf the logits of tokens `seq`'s grammar refuses next;
+  // false when it allows none (no end-of-generation token to end on).
+  bool MaskLogits(Sequence* seq, absl::Span<float> logits);
 
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
@@ -95,6 +101,8 @@ class Engine::Core {
   absl::flat_hash_map<RequestHandle, RequestState> requests_;
   std::vector<float> logits_;
   std::vector<float> fork_row_, sample_row_;  // a forked prompt's logits and a copy to sample
+  std::unique_ptr<grammar::TokenMasker> masker_;  // the vocabulary's trie, at first use
+  grammar::TokenBitmask grammar_mask_;            // the mask of the sequence being sampled
   StepObserver* observer_ = nullptr;
   kernels::DType kv_dtype_ = kernels::DType::kF32;
   std::string cache_salt_;  // the model part of the prefix cache's salt

@@ -29,6 +29,11 @@ void ModelRunner::BuildBatch(const SchedulerOutput& output, kernels::BatchInput*
     const int32_t used = kv_->BlocksFor(start + c.num_tokens);
     b->block_tables.insert(b->block_tables.end(), table.begin(), table.begin() + used);
     b->block_tables.resize(b->block_tables.size() + (max_blocks - used), 0);
+    const auto [lp_begin, lp_end] = PromptLogprobRows(c);
+    const int32_t chunk_start = b->num_tokens() - c.num_tokens;
+    for (int32_t p = lp_begin; p < lp_end; ++p) {
+      b->logits_indices.push_back(chunk_start + (p - start));
+    }
     if (Samples(c)) b->logits_indices.push_back(b->num_tokens() - 1);
   }
 }

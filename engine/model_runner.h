@@ -1,6 +1,8 @@
 // Turns a SchedulerOutput into the flat batch description and runs the model on it.
 #pragma once
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,9 +28,18 @@ class ModelRunner {
     return chunk.seq->num_computed + chunk.num_tokens == chunk.seq->num_tokens();
   }
 
+  // The prompt positions [first, second) of `chunk` whose logits go to prompt logprobs
+  // (empty unless asked and not yet done); their rows precede the chunk's sampling row.
+  static std::pair<int32_t, int32_t> PromptLogprobRows(const ScheduledChunk& chunk) {
+    const Sequence& seq = *chunk.seq;
+    const int32_t begin = std::max(seq.num_computed, seq.prompt_logprobs_next);
+    const int32_t end = std::min(seq.num_computed + chunk.num_tokens, seq.prompt_logprobs_end());
+    return {begin, std::max(begin, end)};
+  }
+
   // Runs the block copies (copy on write, swap out and in), then the chunks (before the scheduler
   // advances their computed counts). `logits` gets one vocab-sized row per sampling chunk, in chunk
-  // order.
+  // order, each chunk's prompt logprob rows (PromptLogprobRows) before its sampling row.
   absl::Status Execute(const SchedulerOutput& output, std::vector<float>* logits);
 
   void set_injected_fault(InjectedFault fault) { fault_ = fault; }

@@ -3,12 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+
+namespace pagoda::grammar {
+class Grammar;
+}  // namespace pagoda::grammar
 
 namespace pagoda::engine {
 
@@ -22,6 +29,19 @@ struct SamplingParams {
   float frequency_penalty = 0.f;    // over output tokens
   std::optional<uint64_t> seed;     // unset: drawn at submission
   std::optional<int32_t> logprobs;  // unset: none; N in [0, 20]: chosen token plus top-N
+  // Unset: none. N in [0, 20]: each prompt token's logprob given the tokens before it (the
+  // first token has none) plus the top N there, from the raw logits, delivered as
+  // GenerationOutput::prompt_logprobs. Such a request reuses no prefix-cache block whose
+  // positions' logits it still needs (it computes its whole prompt).
+  std::optional<int32_t> prompt_logprobs;
+  // (token id, bias in [-100, 100]) added to that token's logit before penalties and
+  // sampling, greedy included; at most 300 entries, each id once (ValidateLogitBias).
+  // Logprobs stay those of the raw logits.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Constrained decoding (grammar/json_schema.h): when set, each step's logits outside the
+  // tokens that keep the output a prefix of the grammar's language are -inf before
+  // sampling (on the host), and end-of-generation tokens are allowed only where it may end.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // One turn of a chat request.
@@ -30,27 +50,48 @@ struct ChatMessage {
   std::string content;
 };
 
+// The most tokens a validated request can cost: its prompt (computed once) plus n times
+// its completion budget (max_tokens, or what the context leaves when unset).
+struct TokenCost {
+  int32_t prompt_tokens = 0;
+  int32_t max_completion_tokens = 0;  // per sample
+  int32_t n = 1;
+  int64_t total() const { return prompt_tokens + int64_t{n} * max_completion_tokens; }
+};
+
 struct GenerationRequest {
   std::string request_id;                 // client-visible id; generated when empty
   std::string prompt;                     // text, used when prompt_token_ids is empty
   std::vector<int32_t> prompt_token_ids;  // already tokenized prompt (no BOS is added)
   // A chat request: the prompt is the model's chat template rendered for these messages
-  // (prompt and prompt_token_ids must be empty), tokenized with special tokens parsed.
+  // (prompt and prompt_token_ids must be empty), tokenized with special tokens parsed in
+  // the template's text only (see chat_content_special).
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;  // chat: end with the assistant turn's header
   SamplingParams sampling;
-  std::optional<int32_t> max_tokens;  // unset: up to the context length
-  std::vector<std::string> stop;      // stop strings (never part of the delivered text)
+  // Unset: up to the context length. 0 only with sampling.prompt_logprobs: the prompt is
+  // computed and reported, no token generated (finish_reason kLength).
+  std::optional<int32_t> max_tokens;
+  std::vector<std::string> stop;  // stop strings (never part of the delivered text)
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;    // keep going after end-of-generation tokens
   bool parse_special = true;  // prompt text spelling a special token becomes that token
   int32_t priority = 0;       // lower runs first and is preempted last
+  // Chat: message content spelling a special token becomes that token too (an opt-in for
+  // trusted callers: gRPC Chat with parse_special set true). Off, only the template's own
+  // markup yields special tokens; content is plain text.
+  bool chat_content_special = false;
   // Parallel samples, 1..16: the prompt is computed once and shared; sample i draws with
   // seed + i (the request's seed, or the one drawn at submission).
   int32_t n = 1;
   // The authenticated tenant (set by the server, never from the request body); "" is the
   // anonymous tenant. Also the key of anything shared between requests (prefix cache salt).
   std::string tenant;
+  // Called by Engine::Submit once the request is validated and before it is queued, on the
+  // submitting thread with no engine lock held; an error refuses the request with that
+  // status. The server reserves the tenant's rate-limit tokens here
+  // (server/token_reservation.h). Not kept after Submit returns.
+  std::function<absl::Status(const TokenCost&)> admit;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -75,8 +116,12 @@ struct Usage {
 struct GenerationOutput {
   int32_t index = 0;  // the sample (0 .. n-1) these tokens belong to
   std::vector<int32_t> token_ids;
-  std::string text;                                  // text delta (valid UTF-8)
-  std::vector<TokenLogprob> logprobs;                // one per token id, when requested
+  std::string text;                    // text delta (valid UTF-8)
+  std::vector<TokenLogprob> logprobs;  // one per token id, when requested
+  // A sample's first delivery, when sampling.prompt_logprobs is set: the prompt's token ids
+  // and the logprobs of prompt tokens 1.. (one fewer entry: the first token has none).
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<TokenLogprob> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;  // set on sample `index`'s last delivery
   absl::Status error;                                // why, when finish_reason is kError
   int32_t samples_left = 0;  // samples of the request not finished after this delivery

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 
 namespace pagoda::engine {
 namespace {
@@ -134,11 +135,43 @@ double UniformDraw(uint64_t seed, int32_t index) {
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> bias, int32_t vocab) {
+  if (bias.size() > kMaxLogitBiasEntries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: ", bias.size(), " entries; at most ", kMaxLogitBiasEntries));
+  }
+  absl::flat_hash_set<int32_t> seen;
+  for (const auto& [id, b] : bias) {
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: token ", id, " is outside the vocabulary [0, ", vocab, ")"));
+    }
+    if (!(b >= -kMaxLogitBias && b <= kMaxLogitBias)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: the bias of token ", id, " (", b, ") is outside [-100, 100]"));
+    }
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token ", id, " is given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TokenLogprob LogprobOf(absl::Span<const float> logits, int32_t token, int32_t top_n) {
+  return RawLogprobs(logits, token, top_n);
+}
+
 SampleResult Sample(const SampleInput& in, absl::Span<float> logits) {
   const SamplingParams& p = *in.params;
   SampleResult result;
   std::vector<float> raw;
   if (p.logprobs.has_value()) raw.assign(logits.begin(), logits.end());
+  // Before the penalties, as llama.cpp's sampler chain and vLLM's logits processors. The ids
+  // are validated; the range check keeps a bad caller from writing outside the row.
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  for (const auto& [id, b] : p.logit_bias) {
+    if (id >= 0 && id < vocab) logits[id] += b;
+  }
   ApplyPenalties(in, logits);
   result.token_id = p.temperature == 0.f ? Argmax(logits) : DrawFiltered(in, logits);
   if (p.logprobs.has_value()) result.logprob = RawLogprobs(raw, result.token_id, *p.logprobs);

@@ -1,12 +1,14 @@
-// Turns one logits row into the next token: penalties, temperature, top-k, top-p, min-p,
-// then a draw that depends only on (seed, output index), so a request samples the same
-// tokens whatever else shares its batch.
+// Turns one logits row into the next token: logit bias, penalties, temperature, top-k,
+// top-p, min-p, then a draw that depends only on (seed, output index), so a request samples the
+// same tokens whatever else shares its batch.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/request.h"
 
@@ -25,8 +27,22 @@ struct SampleResult {
   std::optional<TokenLogprob> logprob;  // when params->logprobs is set (from the raw logits)
 };
 
-// Picks a token from `logits` [vocab], which it may modify.
+// The most entries a request's logit_bias may have (OpenAI's limit).
+inline constexpr size_t kMaxLogitBiasEntries = 300;
+// The most a logit_bias entry adds or takes away (OpenAI's range).
+inline constexpr float kMaxLogitBias = 100.f;
+
+// InvalidArgument naming "logit_bias" for more than kMaxLogitBiasEntries entries, a token id
+// outside [0, vocab), an id given twice, or a bias outside [-100, 100] (NaN included).
+absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> bias, int32_t vocab);
+
+// Picks a token from `logits` [vocab], which it may modify. params->logit_bias must be valid
+// for this vocabulary (ValidateLogitBias); it is added first, so greedy obeys it too.
 SampleResult Sample(const SampleInput& in, absl::Span<float> logits);
+
+// The log-softmax of raw `logits` [vocab] at `token`, plus the `top_n` most likely tokens
+// (most likely first, ties by id): what Sample reports as a token's logprob.
+TokenLogprob LogprobOf(absl::Span<const float> logits, int32_t token, int32_t top_n);
 
 // The uniform draw in [0, 1) used for output token `index` of a request seeded `seed`.
 double UniformDraw(uint64_t seed, int32_t index);

@@ -116,6 +116,11 @@ bool Scheduler::PacedFor(const Sequence* seq) const {
 }
 
 int32_t Scheduler::Paced(const Sequence* seq, int32_t left, int32_t n) const {
+  // Prompt logprobs keep a logits row (vocab floats) per position computed: while they are
+  // needed, chunks stay small enough for those rows.
+  if (seq->prompt_logprobs_next < seq->prompt_logprobs_end()) {
+    n = std::min(n, kMaxPromptLogprobChunk);
+  }
   if (paced_) return IsLong(seq, left) && PacedFor(seq) ? std::min(n, long_chunk_) : n;
   // No other tenant's short work now, but lately: prompts keep to the idle chunk.
   const bool capped = config_.kv_cache && limits_.idle_chunk > 0 && left > limits_.short_len;
@@ -237,8 +242,12 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     // never its last token (the step must compute something to yield logits).
     int32_t hit = 0;
     if (seq->num_computed == 0 && config_.kv_cache) {
-      hit =
-          kv_->MatchPrefix(seq->cache_root, seq->tokens, seq->num_tokens() - 1, &seq->block_hashes);
+      // Prompt logprobs need the logits of positions not done yet: those are computed.
+      int32_t max_hit = seq->num_tokens() - 1;
+      if (seq->prompt_logprobs_next < seq->prompt_logprobs_end()) {
+        max_hit = std::min(max_hit, seq->prompt_logprobs_next);
+      }
+      hit = kv_->MatchPrefix(seq->cache_root, seq->tokens, max_hit, &seq->block_hashes);
     }
     const absl::Span<const BlockHash> cached = absl::MakeConstSpan(seq->block_hashes).first(hit);
     const int32_t start = std::max(seq->num_computed, hit * kv_->block_size());

@@ -31,6 +31,10 @@
 
 namespace pagoda::engine {
 
+// The most prompt positions a step computes of a sequence whose prompt logprobs still need
+// logits: each such position keeps a vocab-sized logits row on the host and the backend.
+inline constexpr int32_t kMaxPromptLogprobChunk = 256;
+
 struct SchedulerConfig {
   int32_t max_batched_tokens = 2048;  // token budget per step
   int32_t max_seqs = 256;             // running sequences at most
@@ -144,7 +148,7 @@ class Scheduler {
   // Whether `seq`, with `left` tokens to compute, is long work under limits_.
   bool IsLong(const Sequence* seq, int32_t left) const;
   // `n` tokens of `seq`, with `left` still to compute, cut to the long-work chunk when this
-  // step is paced.
+  // step is paced, and to kMaxPromptLogprobChunk while its prompt logprobs need logits.
   int32_t Paced(const Sequence* seq, int32_t left, int32_t n) const;
   // Counts the short work of each tenant (short_by_tenant_) and returns the sequences with
   // long work that short work of another tenant shares the step with (those are paced).

@@ -12,6 +12,8 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/prefix_hash.h"
 #include "engine/request.h"
+#include "grammar/matcher.h"
+#include "grammar/token_mask.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::engine {
@@ -52,8 +54,17 @@ struct Sequence {
   int32_t sample_index = 0;
   int32_t pending_forks = 0;
 
+  // Prompt logprobs (request.sampling.prompt_logprobs): prompt_logprobs[p] is prompt token
+  // p + 1's, from the logits at position p; positions below prompt_logprobs_next are done.
+  std::vector<TokenLogprob> prompt_logprobs;
+  int32_t prompt_logprobs_next = 0;
+
   // Output stream state.
   std::unique_ptr<model::IncrementalDetokenizer> detokenizer;
+  // Constrained decoding (request.sampling.grammar): the output's parse state, advanced with
+  // each sampled token, and the masks of states seen; both made at the first sample.
+  std::unique_ptr<grammar::Matcher> matcher;
+  std::unique_ptr<grammar::MaskCache> mask_cache;
   std::string text;                                     // output text so far (stop strings cut off)
   size_t text_sent = 0;                                 // bytes of `text` already delivered
   absl::flat_hash_map<int32_t, int32_t> output_counts;  // for penalties
@@ -67,6 +78,10 @@ struct Sequence {
   // Tokens whose K/V still need computing (the whole prompt after a preemption).
   int32_t num_uncomputed() const { return num_tokens() - num_computed; }
   int32_t priority() const { return request.priority; }
+  // The prompt positions [0, end) whose logits prompt logprobs need (0 when not asked).
+  int32_t prompt_logprobs_end() const {
+    return request.sampling.prompt_logprobs.has_value() ? prompt_len - 1 : 0;
+  }
 };
 
 }  // namespace pagoda::engine

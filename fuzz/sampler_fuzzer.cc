@@ -1,7 +1,8 @@
 // Fuzzes the sampler: SamplingParams (any float, NaN and infinities included, beyond what
 // the engine's validator lets through), logits with NaN and infinities, repetition context
-// and output counts with out-of-vocabulary ids. The token is always a vocabulary id; with
-// logprobs its entry names that token and at most min(logprobs, vocab) others.
+// and output counts with out-of-vocabulary ids, logit bias with any id and float. The token is
+// always a vocabulary id; with logprobs its entry names that token and at most min(logprobs, vocab)
+// others.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<float> logits(vocab);
   for (float& l : logits) l = in.Next<float>();
+  // Logit bias last (older corpus entries stay meaningful): ids out of the vocabulary and
+  // any float, beyond what ValidateLogitBias lets through.
+  for (int i = in.Next<uint8_t>() % 4; i > 0; --i) {
+    const int32_t id = in.Next<int16_t>() % (vocab + 2);
+    p.logit_bias.emplace_back(id, in.Next<float>());
+  }
 
   pagoda::engine::SampleInput sample_in{.params = &p,
                                         .seed = seed,

@@ -197,19 +197,28 @@ SpecialTokenSplitter::SpecialTokenSplitter(const TokenizerSpec& spec) {
   });
 }
 
-std::vector<Fragment> SpecialTokenSplitter::Split(std::string_view text, bool parse_special) const {
+std::vector<Fragment> SpecialTokenSplitter::Split(std::string_view text, bool parse_special,
+                                                  absl::Span<const TextRange> plain) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, text.size()});
   for (const Special& s : specials_) {
     if (!parse_special && !s.user_defined) continue;
-    SplitAt(text, s, &fragments);
+    SplitAt(text, s, s.user_defined ? absl::Span<const TextRange>() : plain, &fragments);
   }
   return fragments;
 }
 
 void SpecialTokenSplitter::SplitAt(std::string_view text, const Special& s,
+                                   absl::Span<const TextRange> plain,
                                    std::vector<Fragment>* fragments) const {
+  // True when [begin, end) overlaps a range of `plain`: the first range ending after begin
+  // must start before end.
+  auto in_plain = [plain](size_t begin, size_t end) {
+    auto it = std::upper_bound(plain.begin(), plain.end(), begin,
+                               [](size_t at, const TextRange& r) { return at < r.end; });
+    return it != plain.end() && it->begin < end;
+  };
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   std::vector<Fragment> out;
   out.reserve(fragments->size());
@@ -220,16 +229,22 @@ void SpecialTokenSplitter::SplitAt(std::string_view text, const Special& s,
     }
     const size_t end = f.begin + f.len;
     const std::string_view window = text.substr(0, end);
-    size_t cursor = f.begin;
-    while (cursor < end) {
-      const size_t match = window.find(s.text, cursor);
+    size_t cursor = f.begin;  // start of the text not yet emitted
+    size_t search = f.begin;  // where the next occurrence may start
+    while (search < end) {
+      const size_t match = window.find(s.text, search);
       if (match == std::string_view::npos) break;
+      if (in_plain(match, match + s.text.size())) {
+        search = match + 1;
+        continue;
+      }
       if (match > cursor) out.push_back({-1, cursor, match - cursor});
       out.push_back({s.id, match, s.text.size()});
       cursor = match + s.text.size();
       if (s.rstrip) {
         while (cursor < end && is_space(text[cursor])) ++cursor;
       }
+      search = cursor;
     }
     if (cursor < end) out.push_back({-1, cursor, end - cursor});
   }

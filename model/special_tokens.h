@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::model {
@@ -31,8 +32,11 @@ class SpecialTokenSplitter {
   explicit SpecialTokenSplitter(const TokenizerSpec& spec);
   // Splits `text` at each occurrence of a special token's text. Without `parse_special` only
   // user-defined tokens are split out (as llama.cpp does). Phi-3's special tokens (by
-  // general.name, as llama.cpp decides) drop the ASCII whitespace after them.
-  std::vector<Fragment> Split(std::string_view text, bool parse_special) const;
+  // general.name, as llama.cpp decides) drop the ASCII whitespace after them. A control or
+  // unknown token whose occurrence overlaps a range of `plain` (sorted, disjoint) is not
+  // split out there: that text stays text, as without parse_special.
+  std::vector<Fragment> Split(std::string_view text, bool parse_special,
+                              absl::Span<const TextRange> plain = {}) const;
 
  private:
   struct Special {
@@ -42,7 +46,8 @@ class SpecialTokenSplitter {
     bool rstrip;
   };
   // Splits the text fragments of `*fragments` at occurrences of `s`.
-  void SplitAt(std::string_view text, const Special& s, std::vector<Fragment>* fragments) const;
+  void SplitAt(std::string_view text, const Special& s, absl::Span<const TextRange> plain,
+               std::vector<Fragment>* fragments) const;
 
   std::vector<Special> specials_;
 };

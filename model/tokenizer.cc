@@ -105,10 +105,20 @@ Tokenizer::~Tokenizer() = default;
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
                                        bool parse_special) const {
+  return EncodeFragments(text, add_bos, special_->Split(text, parse_special));
+}
+
+std::vector<int32_t> Tokenizer::EncodeWithPlainRanges(std::string_view text, bool add_bos,
+                                                      absl::Span<const TextRange> plain) const {
+  return EncodeFragments(text, add_bos, special_->Split(text, /*parse_special=*/true, plain));
+}
+
+std::vector<int32_t> Tokenizer::EncodeFragments(std::string_view text, bool add_bos,
+                                                const std::vector<Fragment>& fragments) const {
   std::vector<int32_t> ids;
   if (add_bos && spec_.bos_id >= 0) ids.push_back(spec_.bos_id);
   bool starts_text = true;
-  for (const Fragment& f : special_->Split(text, parse_special)) {
+  for (const Fragment& f : fragments) {
     if (f.id >= 0) {
       ids.push_back(f.id);
       starts_text = true;

@@ -18,6 +18,13 @@
 namespace pagoda::model {
 
 class SpecialTokenSplitter;
+struct Fragment;
+
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
 
 // Token kinds as GGUF's tokenizer.ggml.token_type numbers them.
 enum class TokenType : int32_t {
@@ -76,6 +83,12 @@ class Tokenizer {
   // `parse_special`, text spelling a control, user-defined or unknown token becomes that
   // token (longest first); without it only user-defined tokens are (as llama.cpp does).
   std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // As Encode with parse_special, except where special-token text overlaps a range of
+  // `plain` (sorted, disjoint ranges of `text`, e.g. a chat prompt's message content): there
+  // it is plain text, as without parse_special. Text is cut into the same pieces as by
+  // Encode otherwise, so a text with no special-token text in `plain` gets Encode's ids.
+  std::vector<int32_t> EncodeWithPlainRanges(std::string_view text, bool add_bos,
+                                             absl::Span<const TextRange> plain) const;
   // Encode(text, add_bos, /*parse_special=*/false): plain text, no special-token parsing.
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const {
     return Encode(text, add_bos, /*parse_special=*/false);
@@ -118,6 +131,10 @@ class Tokenizer {
   TokenizerSpec spec_;
 
  private:
+  // The ids of `text` cut into `fragments` (SpecialTokenSplitter::Split).
+  std::vector<int32_t> EncodeFragments(std::string_view text, bool add_bos,
+                                       const std::vector<Fragment>& fragments) const;
+
   std::vector<int32_t> eog_ids_;
   std::unique_ptr<SpecialTokenSplitter> special_;
 };

@@ -39,6 +39,8 @@ absl::StatusOr<engine::GenerationRequest> ParseChatRequest(const grpc::ByteBuffe
   if (!r.ok()) return r.status();
   r->messages = ToEngineMessages(*raw);
   r->add_generation_prompt = !raw->has_add_generation_prompt() || raw->add_generation_prompt();
+  // Content may spell special tokens only when the caller asks for it explicitly.
+  r->chat_content_special = raw->params().has_parse_special() && raw->params().parse_special();
   return r;
 }
 

@@ -34,6 +34,8 @@ void Merge(const v1::GenerateResponse& next, v1::GenerateResponse* into) {
   into->mutable_token_ids()->MergeFrom(next.token_ids());
   into->mutable_text()->append(next.text());
   into->mutable_logprobs()->MergeFrom(next.logprobs());
+  into->mutable_prompt_token_ids()->MergeFrom(next.prompt_token_ids());
+  into->mutable_prompt_logprobs()->MergeFrom(next.prompt_logprobs());
   if (!next.finish_reason().empty()) into->set_finish_reason(next.finish_reason());
   if (next.has_usage()) *into->mutable_usage() = next.usage();
 }
@@ -70,6 +72,8 @@ GenerateStream::GenerateStream(const StreamDeps& deps, absl::StatusOr<Caller> ca
                                StreamTransport* transport)
     : deps_(deps),
       caller_(std::move(caller)),
+      tokens_(caller_.ok() ? caller_->bucket : nullptr,
+              caller_.ok() ? caller_->tenant->engine.name : ""),
       transport_(transport),
       tenant_metrics_(&deps.metrics->ForTenant("")) {}
 
@@ -157,15 +161,19 @@ void GenerateStream::Begin(const grpc::ByteBuffer& request) {
   }
   if (!converted.ok()) return Fail(converted.status());
   converted->tenant = caller_->tenant->engine.name;  // never from the request body
+  converted->admit = tokens_.AdmitHook();
   absl::StatusOr<engine::SubmitResult> submitted =
       deps_.engine->Submit(*std::move(converted), std::make_shared<StreamSink>(shared_from_this()));
-  if (!submitted.ok()) return Fail(submitted.status());
+  if (!submitted.ok()) {
+    tokens_.Settle();  // reserved, perhaps, before a later check refused it
+    return Fail(submitted.status());
+  }
   {
     MutexLock lock(&mu_);
     handle_ = submitted->handle;
     submitted_ = true;  // from here on a failure aborts the engine request
   }
-  if (caller_->bucket) caller_->bucket->Charge(submitted->prompt_tokens);
+  tokens_.Use(submitted->prompt_tokens);
   tenant_metrics_->prompt_tokens.fetch_add(submitted->prompt_tokens);
   spdlog::debug("[{}] accepted: {} prompt tokens", QuoteLogValue(submitted->request_id),
                 submitted->prompt_tokens);
@@ -271,7 +279,8 @@ void GenerateStream::Deliver(engine::GenerationOutput output) {
     const bool last = output.finished();
     if (last) engine_done_ = true;
     // Completion tokens count against the tenant's rate whether or not anyone still reads.
-    if (caller_->bucket) caller_->bucket->Charge(static_cast<int64_t>(output.token_ids.size()));
+    tokens_.Use(static_cast<int64_t>(output.token_ids.size()));
+    if (last) tokens_.Settle();
     if (state_ != StreamState::kStarted && state_ != StreamState::kStreaming) return;
     RecordDelivery(output);
     if (output.finish_reason == engine::FinishReason::kError) {

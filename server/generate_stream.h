@@ -28,6 +28,7 @@
 #include "pagoda/v1/generation.pb.h"
 #include "server/metrics.h"
 #include "server/tenant_registry.h"
+#include "server/token_reservation.h"
 
 namespace pagoda::server {
 
@@ -144,7 +145,10 @@ class GenerateStream : public std::enable_shared_from_this<GenerateStream> {
 
   const StreamDeps deps_;
   const absl::StatusOr<Caller> caller_;  // who sent the request (set before any delivery)
-  StreamTransport* const transport_;     // not called after Finish
+  // The request's hold on the caller's token bucket: reserved at submission, settled when
+  // the engine's last output arrives (or when the stream goes).
+  TokenReservation tokens_;
+  StreamTransport* const transport_;  // not called after Finish
   const absl::Time start_time_ = absl::Now();
   // Set before the engine sees the request, read after: no lock needed.
   std::string tenant_;

@@ -1,5 +1,7 @@
 #include "server/request_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/status_details.h"
@@ -22,6 +24,10 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   if (raw.has_frequency_penalty()) s.frequency_penalty = raw.frequency_penalty();
   if (raw.has_seed()) s.seed = raw.seed();
   if (raw.has_logprobs()) s.logprobs = raw.logprobs();
+  if (raw.has_prompt_logprobs()) s.prompt_logprobs = raw.prompt_logprobs();
+  // Ascending ids, whatever order the map iterates in (the engine validates the entries).
+  for (const auto& [id, bias] : raw.logit_bias()) s.logit_bias.emplace_back(id, bias);
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());
   r.stop.assign(raw.stop().begin(), raw.stop().end());
   r.stop_token_ids.assign(raw.stop_token_ids().begin(), raw.stop_token_ids().end());
   r.ignore_eos = raw.ignore_eos();
@@ -43,19 +49,28 @@ absl::StatusOr<engine::GenerationRequest> ParseGenerateRequest(const grpc::ByteB
   return ToEngineRequest(raw);
 }
 
+namespace {
+
+void ToProto(const engine::TokenLogprob& lp, v1::TokenLogprob* p) {
+  p->set_token_id(lp.token_id);
+  p->set_logprob(lp.logprob);
+  for (const auto& [id, l] : lp.top) {
+    v1::TopLogprob* t = p->add_top_logprobs();
+    t->set_token_id(id);
+    t->set_logprob(l);
+  }
+}
+
+}  // namespace
+
 void ToResponse(const engine::GenerationOutput& output, v1::GenerateResponse* response) {
   response->set_index(output.index);
   for (int32_t id : output.token_ids) response->add_token_ids(id);
   response->set_text(output.text);
-  for (const engine::TokenLogprob& lp : output.logprobs) {
-    v1::TokenLogprob* p = response->add_logprobs();
-    p->set_token_id(lp.token_id);
-    p->set_logprob(lp.logprob);
-    for (const auto& [id, l] : lp.top) {
-      v1::TopLogprob* t = p->add_top_logprobs();
-      t->set_token_id(id);
-      t->set_logprob(l);
-    }
+  for (const engine::TokenLogprob& lp : output.logprobs) ToProto(lp, response->add_logprobs());
+  for (int32_t id : output.prompt_token_ids) response->add_prompt_token_ids(id);
+  for (const engine::TokenLogprob& lp : output.prompt_logprobs) {
+    ToProto(lp, response->add_prompt_logprobs());
   }
   if (!output.sample_finished()) return;
   response->set_finish_reason(engine::FinishReasonName(output.finish_reason));

@@ -57,7 +57,7 @@ Server::Server(const ServerOptions& options, engine::Engine* engine)
     : options_(options),
       engine_(engine),
       metrics_(std::make_unique<ServerMetrics>(engine->config().block_size)),
-      tenants_(std::make_unique<TenantRegistry>(options.tenants)) {}
+      tenants_(std::make_unique<TenantRegistry>(options.tenants, options.rate_clock)) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       engine::Engine* engine) {
@@ -148,6 +148,7 @@ absl::Status Server::StartOpenAiHttp() {
       http::HttpServer::Start({.host = options_.host,
                                .port = options_.http_port,
                                .num_threads = options_.http_threads,
+                               .num_prepare_threads = options_.http_prepare_threads,
                                .session = {.max_unsent_bytes = options_.max_unsent_bytes_per_stream,
                                            .cors_allow_origins = options_.cors_allow_origins}},
                               std::move(deps));

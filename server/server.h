@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
@@ -44,13 +45,16 @@ struct ServerOptions {
   std::string tls_client_ca;
   // The OpenAI-compatible HTTP door (docs/API.md): -1 = off, 0 = pick a free port.
   int http_port = -1;
-  int http_threads = 2;  // its event-loop threads
+  int http_threads = 2;          // its event-loop threads
+  int http_prepare_threads = 2;  // its preparation threads (body parsing, templates)
   // A generation whose client leaves more output than this unread (queued or in flight) is
   // aborted and counted: gRPC streams end RESOURCE_EXHAUSTED naming the limit, HTTP
   // connections are closed (429 when no header was sent yet). 0 = no limit.
   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
   // Origins allowed to call the HTTP door from a browser (CORS); empty = none.
   std::vector<std::string> cors_allow_origins;
+  // The clock the tenants' token buckets refill by (tests freeze it).
+  TokenBucket::Clock rate_clock = absl::Now;
 };
 
 class Server {

@@ -89,6 +89,7 @@ absl::StatusOr<Tenant> ToTenant(const v1::TenantSpec& spec, int index,
       {"kv_cache_cap_blocks", spec.kv_cache_cap_blocks()},
       {"kv_cache_floor_blocks", spec.kv_cache_floor_blocks()},
       {"tokens_per_minute", spec.tokens_per_minute()},
+      {"burst_tokens", spec.burst_tokens()},
   };
   for (const auto& [field, value] : limits) {
     if (value < 0) return Invalid(index, name, field, "must be >= 0 (0 = no limit)");
@@ -100,7 +101,13 @@ absl::StatusOr<Tenant> ToTenant(const v1::TenantSpec& spec, int index,
   t.engine.max_queued_requests = spec.max_queued_requests();
   t.engine.kv_cache_cap_blocks = spec.kv_cache_cap_blocks();
   t.engine.kv_cache_floor_blocks = spec.kv_cache_floor_blocks();
+  if (spec.burst_tokens() > spec.tokens_per_minute()) {
+    return Invalid(
+        index, name, "burst_tokens",
+        spec.tokens_per_minute() == 0 ? "needs tokens_per_minute" : "exceeds tokens_per_minute");
+  }
   t.tokens_per_minute = spec.tokens_per_minute();
+  t.burst_tokens = spec.burst_tokens();
   return t;
 }
 
@@ -190,9 +197,9 @@ void TenantRegistry::Replace(TenantTable table) {
         }
       }
       if (bucket) {
-        bucket->SetRate(t.tokens_per_minute);
+        bucket->SetRate(t.tokens_per_minute, t.burst_tokens);
       } else {
-        bucket = std::make_shared<TokenBucket>(t.tokens_per_minute, clock_);
+        bucket = std::make_shared<TokenBucket>(t.tokens_per_minute, t.burst_tokens, clock_);
       }
     }
     next->buckets.push_back(std::move(bucket));

@@ -29,6 +29,7 @@ struct Tenant {
   engine::TenantConfig engine;         // name, weight, class and limits the engine enforces
   std::vector<KeyDigest> key_digests;  // the API keys it authenticates with
   int64_t tokens_per_minute = 0;       // prompt + completion tokens; 0 = no limit
+  int64_t burst_tokens = 0;            // the bucket's capacity; 0 = tokens_per_minute
 };
 
 // The tenants table. No tenants: the daemon is open (one anonymous tenant, no key).

@@ -330,6 +330,23 @@ TEST(EngineTest, RequestLimitsApplyBeforeTokenizing) {
   EXPECT_EQ(s.status().message(), "stop[0]: has 9 bytes; at most 8 (max_stop_string_bytes)");
   r.stop = {"12345678", "girl"};
   EXPECT_EQ(testing::RunOne(*engine, r).finish_reason, FinishReason::kLength);
+  // Chat messages count their bytes plus 16 of framing each, before the template runs:
+  // empty messages are not free (issue 23 finding 2: 500,000 of them rendered for 4 s).
+  auto chat = testing::StoriesEngine(
+      {.max_prompt_bytes = 100,
+       .chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"});
+  ASSERT_NE(chat, nullptr);
+  GenerationRequest c = GreedyRequest({}, 4);
+  c.messages.assign(5, {"user", ""});  // 5 x (4 + 16) = 100
+  EXPECT_TRUE(chat->Submit(c, std::make_shared<engine::CollectingSink>()).ok());
+  c.messages.assign(6, {"user", ""});
+  s = chat->Submit(c, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().message(),
+            "messages: have 120 bytes; at most 100 are accepted (max_prompt_bytes)");
+  c.messages.assign(500000, {"", ""});
+  s = chat->Submit(c, std::make_shared<engine::CollectingSink>());
+  EXPECT_EQ(s.status().message(),
+            "messages: have 8000000 bytes; at most 100 are accepted (max_prompt_bytes)");
   // The default bound is what the context can hold: context x the longest token's bytes.
   auto defaults = testing::StoriesEngine();
   ASSERT_NE(defaults, nullptr);

@@ -305,5 +305,72 @@ TEST_F(HttpHardeningTest, MetricsOnTheHttpDoorNeedAKeyWhenKeysAreConfigured) {
   EXPECT_EQ(StatusOf(Get("/metrics").data), 200);
 }
 
+// Finding 2: a 16 MiB body of "[" cost 8.5 s of CPU and 1 GB on an event-loop thread. The
+// nesting depth and the number of values are checked in one pass before any parsing, and
+// parsing and rendering run on the preparation threads. Every route that reads JSON says why.
+TEST_F(HttpHardeningTest, DeepOrHugeJsonIsRefusedBeforeParsing) {
+  StartServer();
+  auto post = [&](const std::string& path, const std::string& body) {
+    return Exchange(absl::StrCat("POST ", path,
+                                 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: ",
+                                 body.size(), "\r\n\r\n", body));
+  };
+  const std::string deep(1 << 20, '[');
+  std::string many = "{\"prompt\": [";
+  for (int i = 0; i <= (1 << 20); ++i) absl::StrAppend(&many, i ? "," : "", "1");
+  many += "]}";
+  // Nesting at the limit is only malformed; one level more is refused as too deep.
+  const std::string at_limit = std::string(64, '[') + std::string(64, ']');
+  const std::string one_more = std::string(65, '[') + std::string(65, ']');
+  for (const std::string path :
+       {"/v1/completions", "/v1/chat/completions", "/apply-template", "/tokenize"}) {
+    SCOPED_TRACE(path);
+    testing::RawRead r = post(path, deep);
+    EXPECT_EQ(StatusOf(r.data), 400);
+    EXPECT_EQ(ErrorOf(r.data).value("message", ""),
+              "body: JSON nests deeper than 64 arrays and objects");
+    r = post(path, one_more);
+    EXPECT_EQ(ErrorOf(r.data).value("message", ""),
+              "body: JSON nests deeper than 64 arrays and objects");
+    r = post(path, at_limit);
+    EXPECT_EQ(StatusOf(r.data), 400);
+    EXPECT_NE(ErrorOf(r.data).value("message", ""),
+              "body: JSON nests deeper than 64 arrays and objects");
+    r = post(path, many);
+    EXPECT_EQ(StatusOf(r.data), 400);
+    EXPECT_EQ(ErrorOf(r.data).value("message", ""), "body: JSON holds more than 1048576 values");
+  }
+  // Brackets inside strings are text, not nesting.
+  const testing::RawRead text =
+      post("/tokenize", json{{"content", std::string(1000, '[') + "\\\"{"}}.dump());
+  EXPECT_EQ(StatusOf(text.data), 200) << text.data.substr(0, 300);
+  EXPECT_EQ(StatusOf(Get("/health").data), 200);
+}
+
+// Finding 8: HTTP refusals (bad JSON, a bad field, an unknown model, a missing key) were
+// neither counted in pagoda:request_failure_total nor access-logged, unlike gRPC's.
+TEST_F(HttpHardeningTest, RefusedGenerationsAreCountedByStatus) {
+  StartServer();
+  auto post = [&](const std::string& body) {
+    return StatusOf(
+        Exchange(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: "
+                              "close\r\nContent-Type: application/json\r\nContent-Length: ",
+                              body.size(), "\r\n\r\n", body))
+            .data);
+  };
+  const std::string failures = "pagoda:request_failure_total{tenant=\"anonymous\",code=";
+  EXPECT_EQ(post("{not json"), 400);
+  EXPECT_EQ(post(R"({"prompt": "Once", "temperature": 3})"), 400);
+  EXPECT_EQ(post(R"({"prompt": "Once", "model": "gpt-5"})"), 404);
+  EXPECT_EQ(Metric(failures + "\"INVALID_ARGUMENT\"}"), 2);
+  EXPECT_EQ(Metric(failures + "\"NOT_FOUND\"}"), 1);
+  EXPECT_EQ(post(R"({"prompt": "Once upon a time", "max_tokens": 2})"), 200);
+  EXPECT_EQ(Metric(failures + "\"INVALID_ARGUMENT\"}"), 2);
+  StartServer(server::SingleKeyTable("sesame"));
+  EXPECT_EQ(post(R"({"prompt": "Once"})"), 401);
+  EXPECT_EQ(Metric(failures + "\"UNAUTHENTICATED\"}"), 1);
+}
+
 }  // namespace
 }  // namespace pagoda

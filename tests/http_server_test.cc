@@ -417,7 +417,7 @@ TEST_F(HttpServerTest, ErrorBodiesAndCodes) {
 
 TEST_F(HttpServerTest, KeysAndRateLimitsAreTheTenantRegistrys) {
   auto table = server::ParseTenantsJson(
-      absl::StrCat(R"({"tenants": [{"name": "a", "tokens_per_minute": 10, "api_key_sha256": [")",
+      absl::StrCat(R"({"tenants": [{"name": "a", "tokens_per_minute": 20, "api_key_sha256": [")",
                    [] {
                      std::string hex;
                      for (uint8_t b : server::Sha256("key-a"))
@@ -434,7 +434,8 @@ TEST_F(HttpServerTest, KeysAndRateLimitsAreTheTenantRegistrys) {
   EXPECT_EQ(Post("/v1/completions", req, "wrong").status, 401);
   EXPECT_EQ(Get("/v1/models").status, 401);
   EXPECT_EQ(Get("/health").status, 200);  // open, like gRPC health
-  // 5 prompt + 8 completion tokens pass the bucket of 10; the next request waits.
+  // 5 prompt + 8 completion tokens fit the bucket of 20; the next request needs 13 too and
+  // waits (7 are left); one that may cost more than 20 can never run: 400.
   r = Post("/v1/completions", req, "key-a");
   ASSERT_EQ(r.status, 200) << r.body;
   r = Post("/v1/completions", req, "key-a");
@@ -443,6 +444,12 @@ TEST_F(HttpServerTest, KeysAndRateLimitsAreTheTenantRegistrys) {
   const std::string retry = httplib::detail::get_header_value(r.headers, "Retry-After", 0, "");
   ASSERT_FALSE(retry.empty());
   EXPECT_GE(std::stoi(retry), 1);
+  r = Post("/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}}, "key-a");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(absl::StartsWith(r.Json()["error"]["message"].get<std::string>(),
+                               "max_tokens: the request may cost 21 tokens"))
+      << r.body;
 
   // gRPC Chat and RenderChat check the same keys.
   v1::RenderChatRequest rr;

@@ -1,9 +1,11 @@
 // The sampler on hand-made logits: exact tokens for greedy and filtered draws, penalties,
-// seeds and logprobs.
+// logit bias, seeds and logprobs.
 #include "engine/sampler.h"
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -117,6 +119,61 @@ TEST(SamplerTest, LogprobsComeFromTheRawLogits) {
   EXPECT_EQ(r.logprob->top[1].first, 0);
   EXPECT_NEAR(r.logprob->top[1].second, std::log(0.25), 1e-6);
   EXPECT_FALSE(Draw({.temperature = 0}, logits).logprob.has_value());
+}
+
+// Issue 27 item 3: logit_bias is added before penalties and sampling, greedy included; a
+// bias of -100 bans a token, +100 forces it; logprobs stay those of the raw logits.
+TEST(SamplerTest, LogitBiasBansAndForcesTokens) {
+  const std::vector<float> logits = {2.f, 1.9f, 1.f, -3.f};
+  EXPECT_EQ(Draw({.temperature = 0, .logit_bias = {{0, -100.f}}}, logits).token_id, 1);
+  EXPECT_EQ(Draw({.temperature = 0, .logit_bias = {{0, -100.f}, {1, -100.f}}}, logits).token_id, 2);
+  EXPECT_EQ(Draw({.temperature = 0, .logit_bias = {{3, 100.f}}}, logits).token_id, 3);
+  // A small bias moves the greedy choice exactly when it crosses the gap (0.1).
+  EXPECT_EQ(Draw({.temperature = 0, .logit_bias = {{1, 0.2f}}}, logits).token_id, 1);
+  EXPECT_EQ(Draw({.temperature = 0, .logit_bias = {{1, 0.05f}}}, logits).token_id, 0);
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    EXPECT_EQ(Draw({.temperature = 1.f, .logit_bias = {{3, 100.f}}}, logits, seed).token_id, 3);
+    EXPECT_NE(Draw({.temperature = 2.f, .logit_bias = {{0, -100.f}}}, logits, seed).token_id, 0);
+    EXPECT_EQ(
+        Draw({.temperature = 1.f, .top_k = 1, .logit_bias = {{2, 5.f}}}, logits, seed).token_id, 2);
+  }
+  // Before the repetition penalty: (2 + 1.5) / 2 = 1.75 < 1.9 (after it, 2 / 2 + 1.5 > 1.9).
+  EXPECT_EQ(Draw({.temperature = 0, .repetition_penalty = 2.f, .logit_bias = {{0, 1.5f}}}, logits,
+                 1, 0, {0})
+                .token_id,
+            1);
+  // Logprobs: the raw distribution, the banned token still on top.
+  const SampleResult r =
+      Draw({.temperature = 0, .logprobs = 2, .logit_bias = {{0, -100.f}}}, logits);
+  ASSERT_TRUE(r.logprob.has_value());
+  EXPECT_EQ(r.logprob->token_id, 1);
+  ASSERT_EQ(r.logprob->top.size(), 2u);
+  EXPECT_EQ(r.logprob->top[0].first, 0);
+  EXPECT_EQ(r.logprob->top[1].first, 1);
+  EXPECT_EQ(r.logprob->logprob, r.logprob->top[1].second);
+}
+
+TEST(SamplerTest, LogitBiasValidation) {
+  EXPECT_TRUE(ValidateLogitBias({}, 4).ok());
+  EXPECT_TRUE(ValidateLogitBias({{0, -100.f}, {3, 100.f}}, 4).ok());
+  const auto message = [](std::vector<std::pair<int32_t, float>> bias) {
+    return std::string(ValidateLogitBias(bias, 4).message());
+  };
+  EXPECT_EQ(message({{4, 1.f}}), "logit_bias: token 4 is outside the vocabulary [0, 4)");
+  EXPECT_EQ(message({{-1, 1.f}}), "logit_bias: token -1 is outside the vocabulary [0, 4)");
+  EXPECT_EQ(message({{1, 100.5f}}),
+            "logit_bias: the bias of token 1 (100.5) is outside [-100, 100]");
+  EXPECT_EQ(message({{1, -101.f}}),
+            "logit_bias: the bias of token 1 (-101) is outside [-100, 100]");
+  EXPECT_EQ(message({{1, std::nanf("")}}),
+            "logit_bias: the bias of token 1 (nan) is outside [-100, 100]");
+  EXPECT_EQ(message({{1, 1.f}, {1, 2.f}}), "logit_bias: token 1 is given twice");
+  std::vector<std::pair<int32_t, float>> many;
+  for (int32_t id = 0; id < 301; ++id) many.emplace_back(id, 1.f);
+  EXPECT_EQ(ValidateLogitBias(many, 1000).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateLogitBias(many, 1000).message(), "logit_bias: 301 entries; at most 300");
+  many.pop_back();
+  EXPECT_TRUE(ValidateLogitBias(many, 1000).ok());
 }
 
 }  // namespace

@@ -214,8 +214,8 @@ TEST_F(ServerAuthTest, SingleApiKeyGuardsTheAnonymousTenant) {
 
 TEST_F(ServerAuthTest, OverRateIsResourceExhaustedWithRetryInfoAndOtherTenantsStream) {
   // "Once upon a time" is 5 prompt tokens (with BOS): a's first request takes 5 + 8 = 13
-  // of its 10 tokens, leaving it 3 in debt for 4 * 6 s = 24 s at 10 tokens per minute.
-  StartWithTenants(TenantsJson({{"a", "key-a", R"("tokens_per_minute": 10)"}, {"b", "key-b", ""}}));
+  // of its 20 tokens; the next needs 13 again, 6 more than the 7 left: 18 s at 20 a minute.
+  StartWithTenants(TenantsJson({{"a", "key-a", R"("tokens_per_minute": 20)"}, {"b", "key-b", ""}}));
   std::unique_ptr<client::GenerationClient> a = Client("key-a");
   const Streamed first = Generate(*a, Greedy("Once upon a time", 8));
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
@@ -236,13 +236,13 @@ TEST_F(ServerAuthTest, OverRateIsResourceExhaustedWithRetryInfoAndOtherTenantsSt
   EXPECT_EQ(refused.status.error_code(), grpc::RESOURCE_EXHAUSTED)
       << refused.status.error_message();
   EXPECT_TRUE(absl::StartsWith(refused.status.error_message(),
-                               "tenant \"a\": tokens_per_minute (10) exceeded; retry in "))
+                               "tenant \"a\": tokens_per_minute (20) exceeded; retry in "))
       << refused.status.error_message();
   EXPECT_EQ(refused.messages, 0);
   const std::optional<absl::Duration> delay = RetryDelay(refused.status);
   ASSERT_TRUE(delay.has_value());
   EXPECT_GT(*delay, absl::ZeroDuration());
-  EXPECT_LE(*delay, absl::Seconds(24));
+  EXPECT_LE(*delay, absl::Seconds(18));
   EXPECT_EQ(engine_->Stats().num_submitted, submitted);  // refused before the engine
   t.join();
   ASSERT_TRUE(b_stream.status.ok()) << b_stream.status.error_message();
@@ -251,6 +251,68 @@ TEST_F(ServerAuthTest, OverRateIsResourceExhaustedWithRetryInfoAndOtherTenantsSt
   // a's other methods are not rate limited.
   v1::ModelInfo info;
   EXPECT_TRUE(a->GetModelInfo(&info).ok());
+}
+
+// Issue 23 finding 6: 30 concurrent requests at 300 tokens a minute were all admitted while
+// the bucket held a token, and served 6x the minute's budget. Each request now reserves its
+// prompt plus max_tokens before it is queued; the clock is frozen, so nothing refills.
+TEST_F(ServerAuthTest, ConcurrentRequestsCannotOverdrawTheBucket) {
+  const absl::Time frozen = absl::Now();
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({.tenants = *server::ParseTenantsJson(TenantsJson(
+                       {{"a", "key-a", R"("tokens_per_minute": 100)"}, {"b", "key-b", ""}})),
+                   .rate_clock = [frozen] { return frozen; }}));
+  // 5 prompt + 16 completion = 21 tokens each: 4 fit in 100, the 5th would overdraw.
+  constexpr int kRequests = 10;
+  std::vector<Streamed> results(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back(
+        [&, i] { results[i] = Generate(*Client("key-a"), Greedy("Once upon a time", 16)); });
+  }
+  for (std::thread& t : threads) t.join();
+  int served = 0, refused = 0;
+  int64_t tokens = 0;
+  for (const Streamed& r : results) {
+    if (r.status.ok()) {
+      ++served;
+      tokens += 5 + static_cast<int64_t>(r.token_ids.size());
+      EXPECT_EQ(r.token_ids.size(), 16u);
+    } else {
+      ++refused;
+      EXPECT_EQ(r.status.error_code(), grpc::RESOURCE_EXHAUSTED) << r.status.error_message();
+      EXPECT_TRUE(absl::StrContains(r.status.error_message(), "the request may cost 21 tokens"))
+          << r.status.error_message();
+      EXPECT_TRUE(RetryDelay(r.status).has_value());
+    }
+  }
+  EXPECT_EQ(served, 4);
+  EXPECT_EQ(refused, kRequests - 4);
+  EXPECT_EQ(tokens, 84);
+  // 16 tokens are left: a request that may cost more than the bucket holds at all can never
+  // run, and says so; one that fits exactly runs; a stop refunds what it did not use.
+  const Streamed too_big = Generate(*Client("key-a"), Greedy("Once upon a time", 100));
+  EXPECT_EQ(too_big.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(too_big.status.error_message(),
+                               "max_tokens: the request may cost 105 tokens (5 prompt + 100 "
+                               "completion"))
+      << too_big.status.error_message();
+  EXPECT_TRUE(absl::StrContains(too_big.status.error_message(),
+                                "more than tenant \"a\"'s token bucket holds (100 of "
+                                "tokens_per_minute 100)"))
+      << too_big.status.error_message();
+  v1::GenerateRequest stopped = Greedy("Once upon a time", 11);  // 16: all that is left
+  const std::vector<int32_t> golden = GoldenOnceUponATime();
+  stopped.add_stop_token_ids(golden[2]);  // ends after 3 tokens: 8 of 16 are refunded
+  const Streamed short_one = Generate(*Client("key-a"), stopped);
+  ASSERT_TRUE(short_one.status.ok()) << short_one.status.error_message();
+  EXPECT_EQ(short_one.token_ids.size(), 3u);
+  v1::GenerateRequest refunded = Greedy("Once upon a time", 3);  // 8 = the refund
+  EXPECT_TRUE(Generate(*Client("key-a"), refunded).status.ok());
+  EXPECT_EQ(Generate(*Client("key-a"), Greedy("Once upon a time", 1)).status.error_code(),
+            grpc::RESOURCE_EXHAUSTED);
+  // The other tenant is unlimited.
+  EXPECT_TRUE(Generate(*Client("key-b"), Greedy("Once upon a time", 16)).status.ok());
 }
 
 TEST_F(ServerAuthTest, EngineQueueLimitGetsTheDefaultRetryInfo) {

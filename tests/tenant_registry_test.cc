@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/status_details.h"
 #include "server/token_bucket.h"
+#include "server/token_reservation.h"
 
 namespace pagoda::server {
 namespace {
@@ -118,6 +119,13 @@ TEST(TenantsFileTest, EveryValidationErrorNamesTenantAndField) {
       {R"({"tenants": [{"name": "a", "api_key_sha256": ["$A"], "kv_cache_cap_blocks": 4,
                         "kv_cache_floor_blocks": 5}]})",
        "tenant \"a\": kv_cache_floor_blocks: exceeds kv_cache_cap_blocks"},
+      {R"({"tenants": [{"name": "a", "api_key_sha256": ["$A"], "burst_tokens": -1}]})",
+       "tenant \"a\": burst_tokens: must be >= 0 (0 = no limit)"},
+      {R"({"tenants": [{"name": "a", "api_key_sha256": ["$A"], "burst_tokens": 10}]})",
+       "tenant \"a\": burst_tokens: needs tokens_per_minute"},
+      {R"({"tenants": [{"name": "a", "api_key_sha256": ["$A"], "tokens_per_minute": 10,
+                        "burst_tokens": 11}]})",
+       "tenant \"a\": burst_tokens: exceeds tokens_per_minute"},
   };
   for (const Case& c : cases) {
     const std::string json = absl::StrReplaceAll(c.json, {{"$A", ka}, {"$B", kb}});
@@ -237,6 +245,70 @@ TEST(TokenBucketTest, RefillsContinuouslyUpToOneMinuteOfTokens) {
   EXPECT_EQ(bucket.tokens(), 30);  // clipped to the new capacity
   bucket.Charge(30);
   EXPECT_EQ(bucket.TimeUntilAvailable(), absl::Seconds(2));
+}
+
+TEST(TokenBucketTest, TryTakeTakesAllOrNothingWithinTheBurst) {
+  absl::Time now = absl::UnixEpoch();
+  TokenBucket bucket(60, 20, [&] { return now; });  // one token per second, 20 at most
+  EXPECT_EQ(bucket.capacity(), 20);
+  EXPECT_EQ(bucket.tokens(), 20);
+  EXPECT_EQ(bucket.TryTake(21), absl::InfiniteDuration());  // never fits
+  EXPECT_EQ(bucket.TryTake(15), absl::ZeroDuration());
+  EXPECT_EQ(bucket.tokens(), 5);
+  EXPECT_EQ(bucket.TryTake(8), absl::Seconds(3));  // nothing taken
+  EXPECT_EQ(bucket.tokens(), 5);
+  now += absl::Seconds(3);
+  EXPECT_EQ(bucket.TryTake(8), absl::ZeroDuration());
+  EXPECT_EQ(bucket.tokens(), 0);
+  bucket.Refund(30);
+  EXPECT_EQ(bucket.tokens(), 20);  // never above the burst
+  now += absl::Minutes(5);
+  EXPECT_EQ(bucket.tokens(), 20);
+  bucket.SetRate(120, 0);  // burst 0: a minute's worth
+  EXPECT_EQ(bucket.capacity(), 120);
+  bucket.SetRate(10, 50);  // a burst above the rate is clipped to it
+  EXPECT_EQ(bucket.capacity(), 10);
+  EXPECT_EQ(bucket.tokens(), 10);
+}
+
+TEST(TokenReservationTest, ReservesTheMostARequestCostsAndRefundsTheRest) {
+  absl::Time now = absl::UnixEpoch();
+  auto bucket = std::make_shared<TokenBucket>(60, [&] { return now; });
+  const engine::TokenCost cost{.prompt_tokens = 5, .max_completion_tokens = 10, .n = 2};
+  EXPECT_EQ(cost.total(), 25);
+  {
+    TokenReservation first(bucket, "a"), second(bucket, "a"), third(bucket, "a");
+    ASSERT_TRUE(first.Reserve(cost).ok());
+    ASSERT_TRUE(second.Reserve(cost).ok());
+    EXPECT_EQ(bucket->tokens(), 10);
+    const absl::Status refused = third.Reserve(cost);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(refused.message(),
+              "tenant \"a\": tokens_per_minute (60) exceeded; retry in 15s: the request may cost "
+              "25 tokens (5 prompt + 2 x 10 completion: max_tokens, or what the context leaves "
+              "when it is unset)");
+    EXPECT_EQ(RetryDelayOf(refused), absl::Seconds(15));
+    first.Use(5);
+    first.Use(7);  // stopped early: 13 of 25 unused
+    first.Settle();
+    EXPECT_EQ(bucket->tokens(), 23);
+    first.Settle();  // once only
+    first.Use(2);    // after settling: charged as it comes
+    EXPECT_EQ(bucket->tokens(), 21);
+    second.Use(30);  // beyond the reservation: 5 charged
+    EXPECT_EQ(bucket->tokens(), 16);
+  }  // the destructors settle: second used more than it reserved, third reserved nothing
+  EXPECT_EQ(bucket->tokens(), 16);
+  TokenReservation huge(bucket, "a");
+  const absl::Status never =
+      huge.Reserve({.prompt_tokens = 50, .max_completion_tokens = 11, .n = 1});
+  EXPECT_EQ(never.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(never.message(),
+            "max_tokens: the request may cost 61 tokens (50 prompt + 11 completion: max_tokens, "
+            "or what the context leaves when it is unset), more than tenant \"a\"'s token bucket "
+            "holds (60 of tokens_per_minute 60); lower max_tokens");
+  TokenReservation unlimited(nullptr, "b");
+  EXPECT_TRUE(unlimited.Reserve({.prompt_tokens = 1 << 30, .max_completion_tokens = 1}).ok());
 }
 
 TEST(TokenBucketTest, WaitRoundsUpToTheNanosecond) {

@@ -1,6 +1,5 @@
 #include "tools/engine_flags.h"
 
-#include <spdlog/spdlog.h>
 
 #include "chat/template_source.h"
 #include "common/status_macros.h"
@@ -148,11 +147,6 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
   }
   ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
-  if (!kernels::CudaBuiltIn()) {
-    spdlog::info(
-        "this build has no CUDA backend; for a GPU build: make serve PAGODA_CUDA=ON "
-        "(needs nvcc)");
-  }
   ASSIGN_OR_RETURN(auto engine,
                    engine::Engine::Create(config, std::move(file), std::move(backend)));
   engine->Start();

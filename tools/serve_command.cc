@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "kernels/backend.h"
 #include "model/make_model.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -25,6 +26,7 @@ struct ServeFlags {
   int32_t metrics_port = 9090;
   int32_t http_port = -1;
   int32_t http_threads = 2;
+  int32_t http_prepare_threads = 2;
   int32_t max_queued_requests = 1024;
   int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
   absl::Duration drain_timeout = absl::Seconds(30);
@@ -131,6 +133,11 @@ int RunServe(const ServeFlags& flags) {
     spdlog::error("cannot start the engine: {}", std::string(engine.status().message()));
     return 1;
   }
+  if (!kernels::CudaBuiltIn()) {  // serve's log only: generate's stdout is its output
+    spdlog::info(
+        "this build has no CUDA backend; for a GPU build: make serve PAGODA_CUDA=ON "
+        "(needs nvcc)");
+  }
   server::ServerOptions options{.host = flags.host,
                                 .port = flags.port,
                                 .metrics_port = flags.metrics_port,
@@ -143,6 +150,7 @@ int RunServe(const ServeFlags& flags) {
                                 .tls_client_ca = flags.tls_client_ca,
                                 .http_port = flags.http_port,
                                 .http_threads = flags.http_threads,
+                                .http_prepare_threads = flags.http_prepare_threads,
                                 .max_unsent_bytes_per_stream = flags.max_unsent_bytes_per_stream,
                                 .cors_allow_origins = flags.cors_allow_origins};
   auto server = server::Server::Start(options, engine->get());
@@ -190,6 +198,10 @@ Command AddServeCommand(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--http-threads", flags->http_threads,
                   "event-loop threads of the HTTP port (connections never get a thread each)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--http-prepare-threads", flags->http_prepare_threads,
+                  "threads that parse the HTTP port's request bodies, render chat templates "
+                  "and tokenize, off its event loop")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-queued-requests", flags->max_queued_requests,
                   "requests waiting to run at most; beyond it new requests get "

@@ -8,13 +8,25 @@ namespace pagoda::server::http {
 GenerationLink::GenerationLink(int32_t n, std::function<void()> wake)
     : n_(std::max(n, 1)), wake_(std::move(wake)) {
   pending_.samples.resize(n_);
+  started_.resize(n_, false);
 }
 
 void GenerationLink::OnOutput(engine::GenerationOutput output) {
   MutexLock lock(&mu_);
   if (output.index >= 0 && output.index < n_) {
     SampleDelta& sample = pending_.samples[output.index];
+    if (!started_[output.index]) {
+      started_[output.index] = true;
+      if (echo_.has_value()) {
+        sample.echo = true;
+        sample.text = *echo_;  // nothing of this sample arrived before
+        sample.echo_bytes = echo_->size();
+      }
+      sample.prompt_token_ids = std::move(output.prompt_token_ids);
+      sample.prompt_logprobs = std::move(output.prompt_logprobs);
+    }
     sample.text += output.text;
+    for (engine::TokenLogprob& lp : output.logprobs) sample.logprobs.push_back(std::move(lp));
     if (output.sample_finished()) sample.finish_reason = output.finish_reason;
   }
   pending_.num_tokens += static_cast<int32_t>(output.token_ids.size());

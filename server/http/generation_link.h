@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,14 @@ namespace pagoda::server::http {
 // What one sample (choice) delivered since the last Take().
 struct SampleDelta {
   std::string text;
+  std::vector<engine::TokenLogprob> logprobs;  // one per token, when requested
   engine::FinishReason finish_reason = engine::FinishReason::kNone;  // it ended in this batch
+  // The sample's first delivery only: the echoed prompt's bytes at the start of `text`
+  // (GenerationLink::set_echo), and the prompt's ids and logprobs when asked for.
+  bool echo = false;  // the request asked for echo
+  size_t echo_bytes = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<engine::TokenLogprob> prompt_logprobs;
 };
 
 // What arrived since the last Take().
@@ -41,6 +49,10 @@ class GenerationLink final : public engine::OutputSink {
   // only post work elsewhere.
   GenerationLink(int32_t n, std::function<void()> wake);
 
+  // Echo: every sample's text starts with `text` (the prompt), in its first delivery. Set
+  // before the request is submitted.
+  void set_echo(std::string text) { echo_ = std::move(text); }
+
   void OnOutput(engine::GenerationOutput output) override;
   // Everything delivered since the last call; allows the next wake.
   OutputBatch Take();
@@ -49,7 +61,9 @@ class GenerationLink final : public engine::OutputSink {
 
  private:
   const int32_t n_;
+  std::optional<std::string> echo_;  // set before the engine delivers
   Mutex mu_;
+  std::vector<bool> started_ ABSL_GUARDED_BY(mu_);  // per sample: delivered before
   OutputBatch pending_ ABSL_GUARDED_BY(mu_);
   bool wake_outstanding_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> wake_ ABSL_GUARDED_BY(mu_);

@@ -1,11 +1,34 @@
 #include "server/http/http_context.h"
 
+#include <boost/asio/post.hpp>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace pagoda::server::http {
 
-uint64_t HttpContext::Register(std::shared_ptr<GenerationLink> link, engine::RequestHandle handle) {
+absl::Status HttpContext::BusyError() {
+  return absl::UnavailableError(
+      absl::StrCat("server busy: ", kMaxPendingJobs, " requests are being prepared"));
+}
+
+bool HttpContext::Offload(std::function<void()> job) {
+  if (workers_ == nullptr) return false;
+  if (pending_jobs_.fetch_add(1) >= kMaxPendingJobs) {
+    pending_jobs_.fetch_sub(1);
+    return false;
+  }
+  boost::asio::post(*workers_, [this, job = std::move(job)] {
+    job();
+    pending_jobs_.fetch_sub(1);
+  });
+  return true;
+}
+
+std::optional<uint64_t> HttpContext::Register(std::shared_ptr<GenerationLink> link,
+                                              engine::RequestHandle handle) {
   MutexLock lock(&mu_);
+  if (cut_) return std::nullopt;
   const uint64_t id = next_id_++;
   active_.emplace(id, Active{std::move(link), handle});
   return id;
@@ -35,6 +58,7 @@ int64_t HttpContext::CutAll() {
   std::map<uint64_t, Active> cut;
   {
     MutexLock lock(&mu_);
+    cut_ = true;
     cut.swap(active_);
   }
   for (auto& [id, a] : cut) {

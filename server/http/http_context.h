@@ -4,13 +4,16 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
@@ -65,14 +68,27 @@ class HttpContext {
   bool draining() const { return draining_.load(); }
   void set_draining() { draining_.store(true); }
 
-  // Records a generation in flight; returns its registration id.
-  uint64_t Register(std::shared_ptr<GenerationLink> link, engine::RequestHandle handle);
+  // The preparation threads (JSON parsing, chat templates, tokenizing: never on the event
+  // loop); set once by the server before it accepts connections.
+  void set_workers(boost::asio::thread_pool* workers) { workers_ = workers; }
+  // Runs `job` on the preparation threads; false (and `job` dropped) when kMaxPendingJobs
+  // are queued or running already.
+  bool Offload(std::function<void()> job);
+  static constexpr int32_t kMaxPendingJobs = 64;
+  // The refusal when Offload is full: Unavailable "server busy: ...".
+  static absl::Status BusyError();
+
+  // Records a generation in flight; returns its registration id, or nullopt after CutAll
+  // (the server is going away: the caller aborts what it submitted).
+  std::optional<uint64_t> Register(std::shared_ptr<GenerationLink> link,
+                                   engine::RequestHandle handle);
   // Its response is complete (or its client gone and the engine told).
   void Unregister(uint64_t id);
   // Waits until no generation is in flight or `deadline` passes; true when none is left.
   bool WaitIdle(absl::Time deadline);
   // Detaches every generation still registered from its connection and aborts it in the
-  // engine (their blocks are freed within a step); returns how many.
+  // engine (their blocks are freed within a step); returns how many. Later registrations
+  // are refused.
   int64_t CutAll();
   int64_t in_flight() const;
 
@@ -85,7 +101,10 @@ class HttpContext {
   const SessionOptions options_;
   const int64_t created_ = absl::ToUnixSeconds(absl::Now());
   std::atomic<bool> draining_{false};
+  boost::asio::thread_pool* workers_ = nullptr;
+  std::atomic<int32_t> pending_jobs_{0};
   mutable Mutex mu_;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Active> active_ ABSL_GUARDED_BY(mu_);
 };

@@ -4,6 +4,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "server/http/http_session.h"
@@ -17,15 +18,19 @@ using tcp = net::ip::tcp;
 struct HttpServer::Io {
   net::io_context context;
   tcp::acceptor acceptor{context};
-  explicit Io(int threads) : context(threads) {}
+  net::thread_pool workers;  // the preparation threads (HttpContext::Offload)
+  Io(int threads, int workers) : context(threads), workers(workers) {}
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               HttpDeps deps) {
   std::unique_ptr<HttpServer> server(new HttpServer());
   const int threads = std::max(1, options.num_threads);
-  server->io_ = std::make_unique<Io>(threads);
+  const bool prepares = options.session.routes == RouteSet::kOpenAi;
+  server->io_ =
+      std::make_unique<Io>(threads, prepares ? std::max(1, options.num_prepare_threads) : 1);
   server->context_ = std::make_shared<HttpContext>(std::move(deps), options.session);
+  server->context_->set_workers(&server->io_->workers);
   boost::system::error_code ec;
   const net::ip::address address = net::ip::make_address(options.host, ec);
   auto fail = [&](const char* what) {
@@ -84,6 +89,11 @@ HttpServer::~HttpServer() {
   });
   io_->context.stop();
   for (std::thread& t : threads_) t.join();
+  // A preparation still running finds the registry cut and aborts what it submitted; what
+  // it posts to the stopped loop is destroyed with it.
+  io_->workers.stop();
+  io_->workers.join();
+  context_->set_workers(nullptr);
   io_.reset();  // destroys the connections still waiting in the loop
 }
 

@@ -18,8 +18,11 @@ namespace pagoda::server::http {
 
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
-  int port = 0;            // 0 = pick a free port
-  int num_threads = 2;     // event-loop threads (>= 1)
+  int port = 0;         // 0 = pick a free port
+  int num_threads = 2;  // event-loop threads (>= 1)
+  // Threads that parse request bodies, render chat templates and tokenize, off the event
+  // loop (>= 1); the OpenAI door only.
+  int num_prepare_threads = 2;
   SessionOptions session;  // routes, idle timeout, unsent-bytes cap
 };
 

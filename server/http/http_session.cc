@@ -12,6 +12,7 @@
 #include "server/access_log.h"
 #include "server/admission.h"
 #include "server/http/cors.h"
+#include "server/http/models_route.h"
 #include "server/http/request_framing.h"
 #include "server/http/tokenize_routes.h"
 #include "spdlog/spdlog.h"
@@ -121,6 +122,7 @@ void HttpSession::OnRead(beast::error_code ec) {
   const Request& req = parser_->get();
   keep_alive_ = req.keep_alive();
   stream_.expires_never();
+  request_start_ = absl::Now();
   Route(req);
 }
 
@@ -195,9 +197,9 @@ void HttpSession::Route(const Request& req) {
   if (!post)
     return RespondError(
         MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
-  if (path == "/apply-template") return HandleJsonRoute(req, ApplyTemplateBody);
-  if (path == "/tokenize") return HandleJsonRoute(req, TokenizeBody);
-  if (path == "/detokenize") return HandleJsonRoute(req, DetokenizeBody);
+  if (path == "/apply-template") return HandleJsonRoute(req, ApplyTemplateBody, true);
+  if (path == "/tokenize") return HandleJsonRoute(req, TokenizeBody, false);
+  if (path == "/detokenize") return HandleJsonRoute(req, DetokenizeBody, false);
   HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
 }
 
@@ -214,99 +216,105 @@ void HttpSession::HandleModels(const Request& req, std::string_view id) {
   if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
     return RespondError(ToHttpError(caller.status()));
   }
-  const std::string& name = context_->deps().model_name;
-  // `meta` as llama.cpp's server reports it, so load generators (pagoda-bench --backend
-  // openai) can draw random token ids and check lengths.
-  const engine::ModelInfo info = context_->deps().engine->model_info();
-  const json model = {{"id", name},
-                      {"object", "model"},
-                      {"created", context_->created()},
-                      {"owned_by", "pagoda"},
-                      {"meta", {{"n_vocab", info.vocab_size}, {"n_ctx", info.context_length}}}};
-  if (id.empty()) {
-    return Respond(200, "application/json",
-                   Dump({{"object", "list"}, {"data", json::array({model})}}));
-  }
-  if (id != name) {
+  const std::optional<std::string> body = ModelsBody(
+      context_->deps().model_name, context_->deps().engine->model_info(), context_->created(), id);
+  if (!body.has_value()) {
     return RespondError(
         MakeHttpError(404, absl::StrCat("model \"", std::string(id), "\" does not exist"),
                       "invalid_request_error", "model_not_found"));
   }
-  Respond(200, "application/json", Dump(model));
+  Respond(200, "application/json", *body);
 }
 
-void HttpSession::HandleJsonRoute(const Request& req, const JsonRoute& route) {
-  if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
-    return RespondError(ToHttpError(caller.status()));
+void HttpSession::HandleJsonRoute(const Request& req, const JsonRoute& route, bool rate_limited) {
+  absl::StatusOr<Caller> caller = Authenticate(req);
+  if (!caller.ok()) return RespondError(ToHttpError(caller.status()));
+  if (rate_limited) {
+    if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
+      return RespondError(ToHttpError(admitted));
+    }
   }
-  json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
-  }
-  absl::StatusOr<std::string> out = route(*context_->deps().engine, body);
-  if (!out.ok()) return RespondError(ToHttpError(out.status()));
-  Respond(200, "application/json", *out);
+  // Off the event loop, like a generation's preparation.
+  auto executor = stream_.get_executor();
+  std::shared_ptr<TokenBucket> charged = rate_limited ? caller->bucket : nullptr;
+  const bool offloaded =
+      context_->Offload([self = shared_from_this(), executor, route, body = req.body(), charged] {
+        absl::StatusOr<std::string> out =
+            AnswerJsonRoute(*self->context_->deps().engine, route, body, charged.get());
+        net::post(executor, [self, out = std::move(out)] {
+          if (!out.ok()) return self->RespondError(ToHttpError(out.status()));
+          self->Respond(200, "application/json", *out);
+        });
+      });
+  if (!offloaded) RespondError(ToHttpError(HttpContext::BusyError()));
 }
 
 void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
   absl::StatusOr<Caller> caller = Authenticate(req);
   // Authentication and the rate limit first: a refused caller costs no parsing.
   if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
-    TenantMetrics& m = context_->deps().metrics->ForTenant(caller.ok() ? caller->tenant->engine.name
-                                                                       : std::string());
-    m.request_failure.Inc(absl::StatusCodeToString(admitted.code()));
-    return RespondError(ToHttpError(admitted));
+    return RefuseGeneration(caller.ok() ? caller->tenant->engine.name : std::string(), admitted,
+                            ToHttpError(admitted));
   }
-  json body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return RespondError(ToHttpError(absl::InvalidArgumentError("body: not valid JSON")));
+  // Parsing, the chat template and tokenizing run on the preparation threads; the result
+  // comes back to this connection's strand.
+  auto executor = stream_.get_executor();
+  auto self = shared_from_this();
+  auto wake = [self, executor] { net::post(executor, [self] { self->OnWake(); }); };
+  const bool offloaded =
+      context_->Offload([self, executor, kind, caller = *caller, body = req.body(), wake] {
+        auto prepared = std::make_shared<PreparedGeneration>(
+            PrepareGeneration(*self->context_, kind, caller, body, wake));
+        net::post(executor, [self, kind, caller, prepared] {
+          self->StartGeneration(kind, caller, std::move(*prepared));
+        });
+      });
+  if (!offloaded) {
+    RefuseGeneration(caller->tenant->engine.name, HttpContext::BusyError(),
+                     ToHttpError(HttpContext::BusyError()));
   }
-  absl::StatusOr<OpenAiRequest> parsed =
-      kind == ApiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
-  if (!parsed.ok()) return RespondError(ToHttpError(parsed.status()));
-  if (!parsed->model.empty() && parsed->model != context_->deps().model_name) {
-    return RespondError(MakeHttpError(
-        404,
-        absl::StrCat("model \"", parsed->model, "\" does not exist; this server serves \"",
-                     context_->deps().model_name, "\""),
-        "invalid_request_error", "model_not_found"));
-  }
-  StartGeneration(kind, *std::move(parsed), *std::move(caller));
 }
 
-void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller caller) {
+void HttpSession::RefuseGeneration(const std::string& tenant, const absl::Status& status,
+                                   const HttpError& answer) {
+  context_->deps().metrics->ForTenant(tenant).request_failure.Inc(
+      absl::StatusCodeToString(status.code()));
+  const std::string code = absl::StatusCodeToString(status.code());
+  spdlog::info("http {}", FormatAccessLog({.tenant = tenant,
+                                           .status = code,
+                                           .error = status.message(),
+                                           .e2e = absl::Now() - request_start_}));
+  RespondError(answer);
+}
+
+void HttpSession::StartGeneration(ApiKind kind, const Caller& caller, PreparedGeneration p) {
+  if (!p.refused.ok()) {
+    return RefuseGeneration(caller.tenant->engine.name, p.refused, *p.answer);
+  }
   Generation g;
   g.kind = kind;
-  g.stream = parsed.stream;
-  g.include_usage = parsed.stream && parsed.include_usage;
-  g.caller = std::move(caller);
+  g.stream = p.stream;
+  g.include_usage = p.include_usage;
+  g.caller = caller;
+  g.tokens = std::move(p.tokens);
   g.metrics = &context_->deps().metrics->ForTenant(g.caller.tenant->engine.name);
-  g.start = absl::Now();
-  parsed.request.tenant = g.caller.tenant->engine.name;  // never from the body
-  // The engine thread only posts a wake to this connection's strand.
-  const int32_t n = std::max(parsed.request.n, 1);
+  g.start = request_start_;
+  const int32_t n = p.n;
   g.texts.resize(n);
   g.reasons.resize(n, engine::FinishReason::kNone);
   g.ended.resize(n, false);
-  g.link = std::make_shared<GenerationLink>(
-      n, [self = shared_from_this(), executor = stream_.get_executor()] {
-        net::post(executor, [self] { self->OnWake(); });
-      });
-  absl::StatusOr<engine::SubmitResult> submitted =
-      context_->deps().engine->Submit(std::move(parsed.request), g.link);
-  if (!submitted.ok()) {
-    g.link->Detach();
-    g.metrics->request_failure.Inc(absl::StatusCodeToString(submitted.status().code()));
-    return RespondError(ToHttpError(submitted.status()));
+  if (p.logprobs) {
+    const TokenBytesFn token_bytes = TokenBytesOf(*context_->deps().engine);
+    for (int32_t i = 0; i < n; ++i) g.logprobs.emplace_back(kind, token_bytes);
   }
-  if (g.caller.bucket) g.caller.bucket->Charge(submitted->prompt_tokens);
-  g.metrics->prompt_tokens.fetch_add(submitted->prompt_tokens);
-  g.handle = submitted->handle;
-  g.request_id = submitted->request_id;
-  g.prompt_tokens = submitted->prompt_tokens;
-  g.registration = context_->Register(g.link, g.handle);
-  g.format.emplace(kind, IdPrefix(kind) + submitted->request_id, absl::ToUnixSeconds(g.start),
-                   parsed.model.empty() ? context_->deps().model_name : parsed.model);
+  g.link = std::move(p.link);
+  g.metrics->prompt_tokens.fetch_add(p.submitted.prompt_tokens);
+  g.handle = p.submitted.handle;
+  g.request_id = p.submitted.request_id;
+  g.prompt_tokens = p.submitted.prompt_tokens;
+  g.registration = p.registration;
+  g.format.emplace(kind, IdPrefix(kind) + p.submitted.request_id, absl::ToUnixSeconds(g.start),
+                   p.model.empty() ? context_->deps().model_name : p.model);
   gen_ = std::move(g);
   if (gen_->stream) {
     Write(
@@ -320,6 +328,8 @@ void HttpSession::StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller cal
     }
   }
   WatchDisconnect();
+  // A wake that came before gen_ was set found nothing to do and took nothing: take now.
+  OnWake();
 }
 
 void HttpSession::OnWake() {
@@ -327,7 +337,8 @@ void HttpSession::OnWake() {
   // Always taken, so every output wakes the connection and the unsent bytes are counted here.
   const OutputBatch batch = gen_->link->Take();
   Generation& g = *gen_;
-  if (g.caller.bucket) g.caller.bucket->Charge(batch.num_tokens);
+  g.tokens->Use(batch.num_tokens);
+  if (batch.finished()) g.tokens->Settle();
   g.completion_tokens += batch.num_tokens;
   g.metrics->generation_tokens.fetch_add(batch.num_tokens);
   if (closed_ || !g.cut.ok()) {
@@ -336,6 +347,7 @@ void HttpSession::OnWake() {
   }
   for (size_t i = 0; i < g.texts.size() && i < batch.samples.size(); ++i) {
     g.texts[i] += batch.samples[i].text;
+    if (!g.logprobs.empty()) g.logprobs[i].Add(batch.samples[i]);
     if (batch.samples[i].finish_reason != engine::FinishReason::kNone) {
       g.reasons[i] = batch.samples[i].finish_reason;
     }
@@ -352,7 +364,8 @@ void HttpSession::FlushText() {
   Generation& g = *gen_;
   for (size_t i = 0; i < g.texts.size(); ++i) {
     if (g.texts[i].empty() || g.ended[i]) continue;
-    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i], "", g.include_usage)));
+    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i], "", g.include_usage,
+                                  TakeLogprobs(g.logprobs, i, g.texts[i], /*all=*/false))));
     g.texts[i].clear();
   }
 }
@@ -370,10 +383,12 @@ void HttpSession::WriteEndedSamples() {
     // and llama-server): a client that stops reading at finish_reason loses no text.
     const int32_t index = static_cast<int32_t>(i);
     if (!g.texts[i].empty()) {
-      Write(ChunkOf(g.format->Chunk(index, g.texts[i], "", g.include_usage)));
+      Write(ChunkOf(g.format->Chunk(index, g.texts[i], "", g.include_usage,
+                                    TakeLogprobs(g.logprobs, i, g.texts[i], /*all=*/true))));
       g.texts[i].clear();
     }
-    Write(ChunkOf(g.format->Chunk(index, "", engine::FinishReasonName(r), g.include_usage)));
+    Write(ChunkOf(g.format->Chunk(index, "", engine::FinishReasonName(r), g.include_usage,
+                                  TakeLogprobs(g.logprobs, i, "", /*all=*/true))));
     g.ended[i] = true;
   }
 }
@@ -443,7 +458,8 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
     if (failed) return RespondError(ToHttpError(batch.error));
     std::vector<std::string> reasons;
     for (engine::FinishReason r : g.reasons) reasons.push_back(engine::FinishReasonName(r));
-    return Respond(200, "application/json", g.format->Full(g.texts, reasons, batch.usage));
+    return Respond(200, "application/json",
+                   g.format->Full(g.texts, reasons, batch.usage, TakeAll(g.logprobs, g.texts)));
   }
   if (failed) {
     keep_alive_ = false;

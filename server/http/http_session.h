@@ -21,10 +21,13 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/http/generation_prep.h"
 #include "server/http/http_context.h"
 #include "server/http/http_error.h"
+#include "server/http/openai_logprobs.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
+#include "server/token_reservation.h"
 
 namespace pagoda::server::http {
 
@@ -52,7 +55,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     std::vector<std::string> texts;
     std::vector<engine::FinishReason> reasons;
     std::vector<bool> ended;
+    std::vector<ChoiceLogprobs> logprobs;  // per sample, when requested (else empty)
     Caller caller;
+    std::unique_ptr<TokenReservation> tokens;  // the caller's bucket, reserved at submission
     TenantMetrics* metrics = nullptr;
     std::string request_id;
     int32_t prompt_tokens = 0;
@@ -76,14 +81,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void RespondHealth();
   void HandleGeneration(const Request& req, ApiKind kind);
   // A body-in, body-out route: authenticates, parses the JSON body and answers `route`'s
-  // body (200) or error (/apply-template, /tokenize, /detokenize: tokenize_routes.h).
-  using JsonRoute =
-      std::function<absl::StatusOr<std::string>(const engine::Engine&, const nlohmann::json&)>;
-  void HandleJsonRoute(const Request& req, const JsonRoute& route);
+  // body (200) or error (/apply-template, /tokenize, /detokenize: tokenize_routes.h), off
+  // the event loop. `rate_limited`: admitted by the caller's token bucket and charged a
+  // token per 4 bytes of the answer (/apply-template).
+  void HandleJsonRoute(const Request& req, const JsonRoute& route, bool rate_limited);
   void HandleModels(const Request& req, std::string_view id);
   // The caller the Authorization header names (shared with gRPC: TenantRegistry).
   absl::StatusOr<Caller> Authenticate(const Request& req) const;
-  void StartGeneration(ApiKind kind, OpenAiRequest parsed, Caller caller);
+  // On the strand, once the preparation threads are done with the request (generation_prep.h).
+  void StartGeneration(ApiKind kind, const Caller& caller, PreparedGeneration prepared);
+  // Answers a generation refused before it reached the engine, and counts and logs it like
+  // any other failed request.
+  void RefuseGeneration(const std::string& tenant, const absl::Status& status,
+                        const HttpError& answer);
   void OnWake();
   // Streamed: the text held since the last event, as one event.
   void FlushText();
@@ -118,6 +128,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool keep_alive_ = true;
+  absl::Time request_start_;  // when the current request was read
   std::string cors_headers_;  // CORS header lines of the current response (HandleCors)
   std::deque<std::string> out_;
   int64_t out_bytes_ = 0;  // the bytes of out_ (queued, or in flight at the front)

@@ -1,10 +1,14 @@
 #include "server/http/openai_request.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/http/response_format.h"
 
 namespace pagoda::server::http {
 namespace {
@@ -91,6 +95,24 @@ absl::Status Unsupported(const json& body, const char* key, const json& neutral)
   return Bad(key, "is not supported by this server");
 }
 
+// "logit_bias": {"<token id>": bias, ...}, ascending ids (range checks are the engine's).
+absl::StatusOr<std::vector<std::pair<int32_t, float>>> LogitBias(const json& v) {
+  if (!v.is_object()) return Bad("logit_bias", "must be an object of token id -> bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v.items()) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(key, &id)) {
+      return Bad("logit_bias", absl::StrCat("key \"", key, "\" is not a token id"));
+    }
+    if (!bias.is_number()) {
+      return Bad("logit_bias", absl::StrCat("the bias of token ", key, " must be a number"));
+    }
+    out.emplace_back(id, static_cast<float>(bias.get<double>()));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The fields both endpoints share.
 absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
   if (!body.is_object()) return Bad("body", "must be a JSON object");
@@ -152,7 +174,10 @@ absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
     if (!ids->is_array()) return Bad("stop_token_ids", "must be an array of integers");
     PAGODA_ASSIGN(r.stop_token_ids, TokenIds(*ids, "stop_token_ids"));
   }
-  for (const char* key : {"logit_bias", "tools", "functions"}) {
+  if (const json* bias = Field(body, "logit_bias")) {
+    PAGODA_ASSIGN(r.sampling.logit_bias, LogitBias(*bias));
+  }
+  for (const char* key : {"tools", "functions"}) {
     if (absl::Status s = Unsupported(body, key, json::object()); !s.ok()) return s;
   }
   if (absl::Status s = Unsupported(body, "best_of", 1); !s.ok()) return s;
@@ -194,6 +219,22 @@ absl::Status ParsePrompt(const json& body, engine::GenerationRequest* r) {
   return Bad("prompt", "must be a string, an array of token ids, or an array of one of those");
 }
 
+// Chat's "logprobs": true with "top_logprobs": k in [0, 20] (named here: the engine's
+// message would name "logprobs"); top_logprobs without logprobs is refused, as OpenAI does.
+absl::Status ChatLogprobs(const json& body, engine::SamplingParams* s) {
+  std::optional<bool> on;
+  PAGODA_ASSIGN(on, Bool(body, "logprobs"));
+  std::optional<int32_t> k;
+  PAGODA_ASSIGN(k, Int32(body, "top_logprobs"));
+  if (!on.value_or(false)) {
+    if (k) return Bad("top_logprobs", "needs \"logprobs\": true");
+    return absl::OkStatus();
+  }
+  if (k && (*k < 0 || *k > 20)) return Bad("top_logprobs", "must be in [0, 20]");
+  s->logprobs = k.value_or(0);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
@@ -202,9 +243,21 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
   if (absl::Status s = ParsePrompt(body, &out.request); !s.ok()) return s;
   out.request.max_tokens = 16;  // OpenAI's default for completions
   if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
-  if (absl::Status s = Unsupported(body, "echo", false); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "suffix", ""); !s.ok()) return s;
-  if (absl::Status s = Unsupported(body, "logprobs", nullptr); !s.ok()) return s;
+  // An integer: the chosen token's logprob and the k most likely (the engine checks k).
+  std::optional<int32_t> k;
+  PAGODA_ASSIGN(k, Int32(body, "logprobs"));
+  if (k) out.request.sampling.logprobs = *k;
+  if (absl::Status s = ParseResponseFormat(body, &out.request.sampling); !s.ok()) return s;
+  std::optional<bool> echo;
+  PAGODA_ASSIGN(echo, Bool(body, "echo"));
+  out.echo = echo.value_or(false);
+  // Echo with logprobs covers the prompt's tokens too; max_tokens 0 scores the prompt only
+  // (lm-evaluation-harness's log-likelihood requests), which the engine takes only with
+  // prompt logprobs.
+  if (out.echo && (k || out.request.max_tokens == 0)) {
+    out.request.sampling.prompt_logprobs = k.value_or(0);
+  }
   return out;
 }
 
@@ -217,13 +270,8 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body) {
   std::optional<bool> b;
   PAGODA_ASSIGN(b, Bool(body, "add_generation_prompt"));
   out.request.add_generation_prompt = b.value_or(true);
-  if (absl::Status s = Unsupported(body, "logprobs", false); !s.ok()) return s;
-  if (const json* f = Field(body, "response_format")) {
-    const json* type = f->is_object() ? Field(*f, "type") : nullptr;
-    if (!f->is_object() || (type != nullptr && *type != "text")) {
-      return Bad("response_format", "only {\"type\": \"text\"} is supported");
-    }
-  }
+  if (absl::Status s = ChatLogprobs(body, &out.request.sampling); !s.ok()) return s;
+  if (absl::Status s = ParseResponseFormat(body, &out.request.sampling); !s.ok()) return s;
   return out;
 }
 

@@ -18,18 +18,24 @@ struct OpenAiRequest {
   std::string model;           // "model" as sent; "" when absent
   bool stream = false;         // "stream"
   bool include_usage = false;  // "stream_options": {"include_usage": true}
+  bool echo = false;           // completions' "echo": the choices' text starts with the prompt
 };
 
 // /v1/completions: prompt (a string, one string in an array, token ids, or one array of
 // token ids), max_tokens (default 16, as OpenAI), temperature (in [0, 2], as OpenAI), top_p,
 // seed, stop, n, presence/frequency_penalty, stream, stream_options, and the extensions
-// top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids, priority. InvalidArgument
-// naming the field for a wrong type, a temperature out of range or an unsupported feature
-// (echo, suffix, logprobs, ...).
+// top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids, priority, logit_bias (an
+// object of token id strings to biases), logprobs (an integer k: the chosen token and the k
+// most likely, 0..20 as vLLM), echo (the prompt's text, and with logprobs its tokens with
+// the first one's null, before the completion's; with echo max_tokens may be 0).
+// InvalidArgument naming the field for a wrong type, a temperature out of range or an
+// unsupported feature (suffix, ...).
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body);
 
 // /v1/chat/completions: messages plus the fields above (max_completion_tokens or
-// max_tokens, unset = up to the context), add_generation_prompt (extension, default true).
+// max_tokens, unset = up to the context), add_generation_prompt (extension, default true),
+// logprobs (true/false) with top_logprobs (0..20; only with logprobs true) instead of the
+// completions' integer logprobs.
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);
 
 // The "messages" array: objects with a string role and content that is a string, null, or

@@ -41,12 +41,15 @@ json ResponseFormatter::Envelope(bool chunk) const {
 
 std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
                                     const std::vector<std::string>& finish_reasons,
-                                    const engine::Usage& usage) const {
+                                    const engine::Usage& usage,
+                                    const std::vector<json>& logprobs) const {
   json out = Envelope(false);
   json choices = json::array();
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string& reason = i < finish_reasons.size() ? finish_reasons[i] : std::string();
-    json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", FinishReason(reason)}};
+    json choice = {{"index", i},
+                   {"logprobs", i < logprobs.size() ? logprobs[i] : json(nullptr)},
+                   {"finish_reason", FinishReason(reason)}};
     if (kind_ == ApiKind::kCompletion) {
       choice["text"] = texts[i];
     } else {
@@ -60,10 +63,11 @@ std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
 }
 
 std::string ResponseFormatter::Chunk(int32_t index, const std::string& text,
-                                     const std::string& finish_reason, bool usage_null) const {
+                                     const std::string& finish_reason, bool usage_null,
+                                     const json& logprobs) const {
   json out = Envelope(true);
   json choice = {
-      {"index", index}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+      {"index", index}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
   if (kind_ == ApiKind::kCompletion) {
     choice["text"] = text;
   } else {

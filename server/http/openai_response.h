@@ -26,15 +26,17 @@ class ResponseFormatter {
   ResponseFormatter(ApiKind kind, std::string id, int64_t created, std::string model);
 
   // The whole non-streamed response: "text_completion" or "chat.completion", choice i
-  // with texts[i] and finish_reasons[i] (same sizes).
+  // with texts[i], finish_reasons[i] (same sizes) and logprobs[i] (null or absent: none;
+  // openai_logprobs.h).
   std::string Full(const std::vector<std::string>& texts,
-                   const std::vector<std::string>& finish_reasons,
-                   const engine::Usage& usage) const;
+                   const std::vector<std::string>& finish_reasons, const engine::Usage& usage,
+                   const std::vector<nlohmann::json>& logprobs = {}) const;
   // One SSE event carrying a text delta of choice `index`; `finish_reason` "" is null. A
   // chat chunk with a finish reason and no text has an empty delta {}. With `usage_null`
-  // the chunk carries "usage": null (stream_options.include_usage).
+  // the chunk carries "usage": null (stream_options.include_usage). `logprobs`: the logprobs
+  // of the tokens whose text it carries (openai_logprobs.h), or null.
   std::string Chunk(int32_t index, const std::string& text, const std::string& finish_reason,
-                    bool usage_null) const;
+                    bool usage_null, const nlohmann::json& logprobs = nullptr) const;
   // Chat's first SSE event of choice `index`: the assistant role with empty content.
   std::string RoleChunk(int32_t index, bool usage_null) const;
   // The last SSE event before [DONE] when include_usage: no choices, the usage.

@@ -6,8 +6,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "model/tokenizer.h"
-#include "model/utf8.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
 
@@ -34,9 +32,9 @@ absl::StatusOr<std::optional<bool>> BoolField(const json& body,
 
 // A token's piece as llama-server reports it: its bytes as a string, or an array of byte
 // values when they are not valid UTF-8 alone (a byte token).
-json PieceJson(const model::Tokenizer& tok, int32_t id) {
-  const std::string bytes = tok.TokenBytes(id);
-  if (model::IsValidUtf8(bytes)) return bytes;
+json PieceJson(const engine::Engine& engine, int32_t id) {
+  const std::string bytes = engine.TokenBytes(id);
+  if (engine::IsValidUtf8(bytes)) return bytes;
   json out = json::array();
   for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
   return out;
@@ -67,7 +65,7 @@ absl::StatusOr<std::string> TokenizeBody(const engine::Engine& engine, const jso
   json tokens = json::array();
   for (int32_t id : *ids) {
     if (with_pieces->value_or(false)) {
-      tokens.push_back({{"id", id}, {"piece", PieceJson(engine.tokenizer(), id)}});
+      tokens.push_back({{"id", id}, {"piece", PieceJson(engine, id)}});
     } else {
       tokens.push_back(id);
     }

@@ -1,0 +1,371 @@
+#include "grammar/json_schema.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "grammar/json_rules.h"
+#include "grammar/string_format.h"
+#include "nlohmann/json.hpp"
+
+namespace pagoda::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Keywords that describe without constraining: accepted and left out of the grammar.
+bool IsAnnotation(absl::string_view key) {
+  static const auto* kSet = new absl::flat_hash_set<absl::string_view>{
+      "$schema",  "$id",        "id",       "title",     "description", "default",    "examples",
+      "$comment", "deprecated", "readOnly", "writeOnly", "$defs",       "definitions"};
+  return kSet->contains(key);
+}
+
+bool IsSupported(absl::string_view key) {
+  static const auto* kSet = new absl::flat_hash_set<absl::string_view>{
+      "type",  "enum",      "const",     "properties", "required", "additionalProperties",
+      "items", "minItems",  "maxItems",  "anyOf",      "oneOf",    "allOf",
+      "$ref",  "minLength", "maxLength", "pattern",    "format"};
+  return kSet->contains(key);
+}
+
+absl::Status Unsupported(absl::string_view keyword, const std::string& path) {
+  return absl::InvalidArgumentError(absl::StrCat("json schema: unsupported keyword '", keyword,
+                                                 "' at ", path.empty() ? "/" : path));
+}
+
+absl::Status Bad(absl::string_view keyword, const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("json schema: '", keyword, "' at ", path.empty() ? "/" : path, ": ", what));
+}
+
+class Compiler {
+ public:
+  Compiler(const Json& root, const SchemaLimits& limits)
+      : root_(root), limits_(limits), rules_(&b_) {}
+
+  absl::StatusOr<int32_t> Compile(const Json& schema, const std::string& path, int depth);
+  GrammarBuilder& builder() { return b_; }
+
+ private:
+  absl::StatusOr<int32_t> CompileRef(const Json& ref, const std::string& path, int depth);
+  absl::StatusOr<int32_t> CompileAlternatives(const Json& schema, absl::string_view keyword,
+                                              const std::string& path, int depth);
+  absl::StatusOr<int32_t> CompileType(absl::string_view type, const Json& schema,
+                                      const std::string& path, int depth);
+  absl::StatusOr<int32_t> CompileObject(const Json& schema, const std::string& path, int depth);
+  absl::StatusOr<int32_t> CompileArray(const Json& schema, const std::string& path, int depth);
+  absl::StatusOr<int32_t> CompileString(const Json& schema, const std::string& path);
+  // A rule matching the compact serialization of each of `values`.
+  int32_t Literals(const std::vector<Json>& values);
+  // *out = schema[key] as a count in [0, max_repeat]; `fallback` when absent.
+  absl::Status Count(const Json& schema, absl::string_view key, const std::string& path,
+                     int fallback, int* out);
+
+  const Json& root_;
+  SchemaLimits limits_;
+  GrammarBuilder b_;
+  JsonRules rules_;
+  std::map<std::string, int32_t> refs_;
+};
+
+absl::StatusOr<int32_t> Compiler::Compile(const Json& schema, const std::string& path, int depth) {
+  if (depth > limits_.max_depth) {
+    return Bad("schema", path, absl::StrCat("nested deeper than ", limits_.max_depth));
+  }
+  if (b_.size() > limits_.max_elements) {
+    return Bad("schema", path, absl::StrCat("grammar over ", limits_.max_elements, " elements"));
+  }
+  if (schema.is_boolean()) {
+    if (schema.get<bool>()) return rules_.Value();
+    return Bad("schema", path, "the schema false matches nothing");
+  }
+  if (!schema.is_object()) return Bad("schema", path, "must be an object or a boolean");
+  std::vector<std::string> constraining;
+  for (const auto& [key, value] : schema.items()) {
+    if (IsAnnotation(key)) continue;
+    if (!IsSupported(key)) return Unsupported(key, path);
+    constraining.push_back(key);
+  }
+  // Combinators stand alone: siblings would need an intersection of languages.
+  for (const std::string alone : {"$ref", "anyOf", "oneOf", "allOf", "const", "enum"}) {
+    if (!schema.contains(alone)) continue;
+    for (const std::string& other : constraining) {
+      if (other == alone || (other == "type" && alone != "$ref")) continue;
+      return Bad(other, path, absl::StrCat("not supported beside '", alone, "'"));
+    }
+  }
+  if (schema.contains("$ref")) return CompileRef(schema["$ref"], path, depth);
+  if (schema.contains("const")) return Literals({schema["const"]});
+  if (schema.contains("enum")) {
+    const Json& values = schema["enum"];
+    if (!values.is_array() || values.empty()) return Bad("enum", path, "must be a non-empty array");
+    return Literals(std::vector<Json>(values.begin(), values.end()));
+  }
+  for (const std::string keyword : {"anyOf", "oneOf", "allOf"}) {
+    if (schema.contains(keyword)) return CompileAlternatives(schema, keyword, path, depth);
+  }
+  std::vector<std::string> types;
+  if (schema.contains("type")) {
+    const Json& type = schema["type"];
+    if (type.is_string()) {
+      types.push_back(type.get<std::string>());
+    } else if (type.is_array() && !type.empty()) {
+      for (const Json& t : type) {
+        if (!t.is_string()) return Bad("type", path, "must be a string or an array of strings");
+        types.push_back(t.get<std::string>());
+      }
+    } else {
+      return Bad("type", path, "must be a string or a non-empty array of strings");
+    }
+  } else {
+    // No type: the type the keywords imply (a subset of what the schema allows).
+    for (const std::string& key : constraining) {
+      if (key == "properties" || key == "required" || key == "additionalProperties") {
+        types = {"object"};
+      } else if (key == "items" || key == "minItems" || key == "maxItems") {
+        types = {"array"};
+      } else if (key == "minLength" || key == "maxLength" || key == "pattern" || key == "format") {
+        types = {"string"};
+      }
+    }
+    if (types.empty()) return rules_.Value();
+  }
+  if (types.size() == 1) return CompileType(types[0], schema, path, depth);
+  const int32_t rule = b_.NewRule("types");
+  for (const std::string& type : types) {
+    auto r = CompileType(type, schema, path, depth);
+    if (!r.ok()) return r.status();
+    b_.AddAlternative(rule, {b_.Ref(*r)});
+  }
+  return rule;
+}
+
+absl::StatusOr<int32_t> Compiler::CompileRef(const Json& ref, const std::string& path, int depth) {
+  if (!ref.is_string()) return Bad("$ref", path, "must be a string");
+  const std::string target = ref.get<std::string>();
+  if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+  if (target.empty() || target[0] != '#') {
+    return Bad("$ref", path, absl::StrCat("only local references (#...) are supported: ", target));
+  }
+  const Json* resolved = nullptr;
+  try {
+    const Json::json_pointer pointer(target.substr(1));
+    if (root_.contains(pointer)) resolved = &root_.at(pointer);
+  } catch (const Json::exception&) {
+    return Bad("$ref", path, absl::StrCat("malformed reference ", target));
+  }
+  if (resolved == nullptr) return Bad("$ref", path, absl::StrCat("dangling reference ", target));
+  // Declared before its target is compiled, so a recursive schema refers back to it.
+  const int32_t rule = b_.NewRule("ref");
+  refs_[target] = rule;
+  auto body = Compile(*resolved, target.substr(1), depth + 1);
+  if (!body.ok()) return body.status();
+  b_.AddAlternative(rule, {b_.Ref(*body)});
+  return rule;
+}
+
+absl::StatusOr<int32_t> Compiler::CompileAlternatives(const Json& schema, absl::string_view keyword,
+                                                      const std::string& path, int depth) {
+  const Json& subs = schema[std::string(keyword)];
+  if (!subs.is_array() || subs.empty()) return Bad(keyword, path, "must be a non-empty array");
+  if (keyword == "allOf" && subs.size() != 1) {
+    return Bad(keyword, path, "only a single subschema is supported");
+  }
+  if (schema.contains("type")) {
+    return Bad("type", path, absl::StrCat("not supported beside '", keyword, "'"));
+  }
+  // oneOf is compiled as anyOf: the output matches at least one subschema (docs/API.md).
+  const int32_t rule = b_.NewRule(keyword);
+  for (size_t i = 0; i < subs.size(); ++i) {
+    auto r = Compile(subs[i], absl::StrCat(path, "/", keyword, "/", i), depth + 1);
+    if (!r.ok()) return r.status();
+    b_.AddAlternative(rule, {b_.Ref(*r)});
+  }
+  return rule;
+}
+
+absl::StatusOr<int32_t> Compiler::CompileType(absl::string_view type, const Json& schema,
+                                              const std::string& path, int depth) {
+  if (type == "object") return CompileObject(schema, path, depth);
+  if (type == "array") return CompileArray(schema, path, depth);
+  if (type == "string") return CompileString(schema, path);
+  if (type == "number") return rules_.Number();
+  if (type == "integer") return rules_.Integer();
+  if (type == "boolean") return rules_.Boolean();
+  if (type == "null") return rules_.Null();
+  return Bad("type", path, absl::StrCat("unknown type '", type, "'"));
+}
+
+absl::StatusOr<int32_t> Compiler::CompileObject(const Json& schema, const std::string& path,
+                                                int depth) {
+  const Json empty = Json::object();
+  const Json& props = schema.contains("properties") ? schema["properties"] : empty;
+  if (!props.is_object()) return Bad("properties", path, "must be an object");
+  std::vector<std::string> required;
+  if (schema.contains("required")) {
+    const Json& req = schema["required"];
+    if (!req.is_array()) return Bad("required", path, "must be an array of strings");
+    for (const Json& name : req) {
+      if (!name.is_string()) return Bad("required", path, "must be an array of strings");
+      if (!props.contains(name.get<std::string>())) {
+        return Bad("required", path,
+                   absl::StrCat("names '", name.get<std::string>(), "', not in 'properties'"));
+      }
+      required.push_back(name.get<std::string>());
+    }
+  }
+  const Json* additional =
+      schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
+  if (additional != nullptr && !additional->is_boolean() && !additional->is_object()) {
+    return Bad("additionalProperties", path, "must be a boolean or a schema");
+  }
+  if (props.empty()) {
+    if (additional == nullptr || (additional->is_boolean() && additional->get<bool>())) {
+      return rules_.Object();
+    }
+    if (additional->is_boolean()) {  // false: only {}
+      const int32_t rule = b_.NewRule("empty_object");
+      b_.AddAlternative(rule, {b_.Byte('{'), b_.Ref(rules_.Ws()), b_.Byte('}')});
+      return rule;
+    }
+    auto value = Compile(*additional, path + "/additionalProperties", depth + 1);
+    if (!value.ok()) return value.status();
+    return rules_.MapOf(*value);
+  }
+  // Declared properties only, in declared order, each optional one possibly left out
+  // (additional properties are never generated: the output still validates).
+  // first[i]: members i.. with none written yet; more[i]: the same after one was written.
+  const size_t n = props.size();
+  std::vector<int32_t> first(n + 1), more(n + 1);
+  first[n] = b_.NewRule("props_end");
+  b_.AddAlternative(first[n], {});
+  more[n] = first[n];
+  std::vector<std::pair<std::string, const Json*>> items;
+  for (const auto& [name, sub] : props.items()) items.emplace_back(name, &sub);
+  for (size_t i = n; i-- > 0;) {
+    const auto& [name, sub] = items[i];
+    auto value = Compile(*sub, absl::StrCat(path, "/properties/", name), depth + 1);
+    if (!value.ok()) return value.status();
+    const int32_t member = b_.NewRule("prop");
+    std::vector<Symbol> seq;
+    b_.AppendLiteral(Json(name).dump(), &seq);
+    seq.push_back(b_.Ref(rules_.Colon()));
+    seq.push_back(b_.Ref(*value));
+    b_.AddAlternative(member, std::move(seq));
+    const bool optional = std::find(required.begin(), required.end(), name) == required.end();
+    more[i] = b_.NewRule("props_more");
+    b_.AddAlternative(more[i], {b_.Ref(rules_.Comma()), b_.Ref(member), b_.Ref(more[i + 1])});
+    if (optional) b_.AddAlternative(more[i], {b_.Ref(more[i + 1])});
+    first[i] = b_.NewRule("props");
+    b_.AddAlternative(first[i], {b_.Ref(member), b_.Ref(more[i + 1])});
+    if (optional) b_.AddAlternative(first[i], {b_.Ref(first[i + 1])});
+  }
+  const int32_t rule = b_.NewRule("object");
+  b_.AddAlternative(rule, {b_.Byte('{'), b_.Ref(rules_.Ws()), b_.Ref(first[0]), b_.Ref(rules_.Ws()),
+                           b_.Byte('}')});
+  return rule;
+}
+
+absl::StatusOr<int32_t> Compiler::CompileArray(const Json& schema, const std::string& path,
+                                               int depth) {
+  int32_t item = -1;
+  if (schema.contains("items")) {
+    const Json& items = schema["items"];
+    if (items.is_array()) return Bad("items", path, "tuple form (an array) is not supported");
+    auto r = Compile(items, path + "/items", depth + 1);
+    if (!r.ok()) return r.status();
+    item = *r;
+  } else {
+    item = rules_.Value();
+  }
+  int min = 0, max = -1;
+  if (auto s = Count(schema, "minItems", path, 0, &min); !s.ok()) return s;
+  if (auto s = Count(schema, "maxItems", path, -1, &max); !s.ok()) return s;
+  if (max >= 0 && max < min) return Bad("maxItems", path, "is below minItems");
+  return rules_.ArrayOf(item, min, max);
+}
+
+absl::StatusOr<int32_t> Compiler::CompileString(const Json& schema, const std::string& path) {
+  int min = 0, max = -1;
+  if (auto s = Count(schema, "minLength", path, 0, &min); !s.ok()) return s;
+  if (auto s = Count(schema, "maxLength", path, -1, &max); !s.ok()) return s;
+  if (max >= 0 && max < min) return Bad("maxLength", path, "is below minLength");
+  const bool has_pattern = schema.contains("pattern");
+  const bool has_format = schema.contains("format");
+  if (!has_pattern && !has_format) return rules_.String(min, max);
+  if (has_pattern && has_format) return Bad("format", path, "not supported beside 'pattern'");
+  if (min != 0 || max >= 0) {
+    return Bad(has_pattern ? "pattern" : "format", path, "not supported with minLength/maxLength");
+  }
+  const std::string key = has_pattern ? "pattern" : "format";
+  if (!schema[key].is_string()) return Bad(key, path, "must be a string");
+  const std::string text = schema[key].get<std::string>();
+  auto body = has_pattern ? CompilePattern(text, &b_, rules_.Char())
+                          : CompileFormat(text, &b_, rules_.Char());
+  if (!body.ok()) return Bad(key, path, body.status().message());
+  const int32_t rule = b_.NewRule(key);
+  b_.AddAlternative(rule, {b_.Byte('"'), b_.Ref(*body), b_.Byte('"')});
+  return rule;
+}
+
+int32_t Compiler::Literals(const std::vector<Json>& values) {
+  const int32_t rule = b_.NewRule("literal");
+  for (const Json& v : values) {
+    std::vector<Symbol> seq;
+    b_.AppendLiteral(v.dump(), &seq);
+    b_.AddAlternative(rule, std::move(seq));
+  }
+  return rule;
+}
+
+absl::Status Compiler::Count(const Json& schema, absl::string_view key, const std::string& path,
+                             int fallback, int* out) {
+  *out = fallback;
+  if (!schema.contains(std::string(key))) return absl::OkStatus();
+  const Json& v = schema[std::string(key)];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+    return Bad(key, path, "must be a non-negative integer");
+  }
+  if (v.get<int64_t>() > limits_.max_repeat) {
+    return Bad(key, path, absl::StrCat("over the limit of ", limits_.max_repeat));
+  }
+  *out = static_cast<int>(v.get<int64_t>());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::shared_ptr<const Grammar> JsonObjectGrammar() {
+  static const auto* kGrammar = [] {
+    GrammarBuilder b;
+    JsonRules rules(&b);
+    const int32_t root = rules.Object();
+    return new std::shared_ptr<const Grammar>(
+        std::make_shared<const Grammar>(*std::move(b).Build(root)));
+  }();
+  return *kGrammar;
+}
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_view schema,
+                                                                 const SchemaLimits& limits) {
+  const Json root = Json::parse(schema.begin(), schema.end(), nullptr,
+                                /*allow_exceptions=*/false);
+  if (root.is_discarded()) return absl::InvalidArgumentError("json schema: not valid JSON");
+  Compiler compiler(root, limits);
+  auto top = compiler.Compile(root, "", 0);
+  if (!top.ok()) return top.status();
+  if (compiler.builder().size() > limits.max_elements) {
+    return Bad("schema", "", absl::StrCat("grammar over ", limits.max_elements, " elements"));
+  }
+  auto grammar = std::move(compiler.builder()).Build(*top);
+  if (!grammar.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("json schema: ", grammar.status().message()));
+  }
+  return std::make_shared<const Grammar>(*std::move(grammar));
+}
+
+}  // namespace pagoda::grammar

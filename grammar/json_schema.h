@@ -1,0 +1,32 @@
+// Grammars for JSON output: any JSON object (OpenAI's response_format json_object) and
+// a JSON Schema subset (json_schema). The subset, the whitespace policy and what each
+// keyword becomes are in docs/API.md ("Structured outputs"). A keyword outside the subset
+// is refused by name, never ignored.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grammar/grammar.h"
+
+namespace pagoda::grammar {
+
+// Budgets on what a schema may cost to compile.
+struct SchemaLimits {
+  int max_depth = 64;             // nesting of subschemas (and $ref expansions)
+  int max_repeat = 2048;          // largest finite minItems/maxItems/minLength/maxLength
+  size_t max_elements = 1 << 20;  // grammar size
+};
+
+// Any JSON object: "{" ... "}" with any members, values of any type.
+std::shared_ptr<const Grammar> JsonObjectGrammar();
+
+// The language of JSON texts valid against `schema` (JSON text of the schema itself).
+// InvalidArgument naming the keyword and its place ("json schema: unsupported keyword
+// 'minimum' at /properties/age") for keywords outside the subset, malformed values, a
+// dangling $ref, a left-recursive $ref, or a schema over `limits`.
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_view schema,
+                                                                 const SchemaLimits& limits = {});
+
+}  // namespace pagoda::grammar

@@ -1,0 +1,90 @@
+#include "server/http/generation_prep.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/http/json_limits.h"
+#include "server/http/openai_request.h"
+
+namespace pagoda::server::http {
+
+absl::StatusOr<nlohmann::json> ParseJsonBody(const std::string& body) {
+  if (absl::Status limits = CheckJsonLimits(body); !limits.ok()) return limits;
+  nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
+  return parsed;
+}
+
+absl::StatusOr<std::string> AnswerJsonRoute(const engine::Engine& engine, const JsonRoute& route,
+                                            const std::string& body, TokenBucket* bucket) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<std::string> out = route(engine, *parsed);
+  if (out.ok() && bucket != nullptr) bucket->Charge((static_cast<int64_t>(out->size()) + 3) / 4);
+  return out;
+}
+
+PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const Caller& caller,
+                                     const std::string& body, std::function<void()> wake) {
+  PreparedGeneration p;
+  auto refuse = [&p](absl::Status status, std::optional<HttpError> answer = std::nullopt) {
+    p.answer = answer.has_value() ? *std::move(answer) : ToHttpError(status);
+    p.refused = std::move(status);
+    return std::move(p);
+  };
+  absl::StatusOr<nlohmann::json> json = ParseJsonBody(body);
+  if (!json.ok()) return refuse(json.status());
+  absl::StatusOr<OpenAiRequest> parsed =
+      kind == ApiKind::kChat ? ParseChatCompletionRequest(*json) : ParseCompletionRequest(*json);
+  if (!parsed.ok()) return refuse(parsed.status());
+  const std::string& served = context.deps().model_name;
+  if (!parsed->model.empty() && parsed->model != served) {
+    const std::string message = absl::StrCat(
+        "model \"", parsed->model, "\" does not exist; this server serves \"", served, "\"");
+    return refuse(absl::NotFoundError(message),
+                  MakeHttpError(404, message, "invalid_request_error", "model_not_found"));
+  }
+  p.model = parsed->model;
+  p.stream = parsed->stream;
+  p.include_usage = parsed->stream && parsed->include_usage;
+  p.n = std::max(parsed->request.n, 1);
+  p.logprobs = parsed->request.sampling.logprobs.has_value();
+  parsed->request.tenant = caller.tenant->engine.name;  // never from the body
+  p.tokens = std::make_unique<TokenReservation>(caller.bucket, caller.tenant->engine.name);
+  parsed->request.admit = p.tokens->AdmitHook();
+  p.link = std::make_shared<GenerationLink>(p.n, std::move(wake));
+  if (parsed->echo) {
+    // The prompt as sent; token ids as the engine's tokenizer spells them.
+    if (parsed->request.prompt_token_ids.empty()) {
+      p.link->set_echo(parsed->request.prompt);
+    } else {
+      // Ids outside the vocabulary: Submit refuses them, naming the field.
+      absl::StatusOr<std::string> text =
+          context.deps().engine->Detokenize(parsed->request.prompt_token_ids);
+      if (text.ok()) p.link->set_echo(*std::move(text));
+    }
+  }
+  absl::StatusOr<engine::SubmitResult> submitted =
+      context.deps().engine->Submit(std::move(parsed->request), p.link);
+  if (!submitted.ok()) {
+    p.link->Detach();
+    p.link.reset();
+    p.tokens->Settle();
+    return refuse(submitted.status());
+  }
+  p.submitted = *std::move(submitted);
+  p.tokens->Use(p.submitted.prompt_tokens);
+  // Registered here, not on the strand: shutdown then cuts it even if the strand never runs.
+  const std::optional<uint64_t> id = context.Register(p.link, p.submitted.handle);
+  if (!id.has_value()) {
+    p.link->Detach();
+    context.deps().engine->Abort(p.submitted.handle);
+    p.link.reset();
+    return refuse(absl::UnavailableError("the server is shutting down"));
+  }
+  p.registration = *id;
+  return p;
+}
+
+}  // namespace pagoda::server::http
