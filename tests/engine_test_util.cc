@@ -45,10 +45,11 @@ std::unique_ptr<engine::Engine> StoriesEngineWithKeys(
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return nullptr;
   gguf::GgufWriter writer((*file)->version(), (*file)->alignment());
-  for (const auto& [key, value] : (*file)->metadata()) {
+  for (const auto& entry : (*file)->metadata()) {
+    const auto& key = entry.first;  // named, not bound: clang 14 cannot capture a binding
     const bool replaced =
         std::any_of(keys.begin(), keys.end(), [&key](const auto& kv) { return kv.first == key; });
-    if (!replaced) writer.AddValue(key, value);
+    if (!replaced) writer.AddValue(key, entry.second);
   }
   for (const auto& [key, value] : keys) writer.AddInt32(key, value);
   for (const gguf::TensorInfo& t : (*file)->tensors()) {
