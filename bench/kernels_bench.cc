@@ -240,8 +240,9 @@ void RegisterAll() {
   benchmark::RegisterBenchmark("Peak/fma", BM_PeakFma)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
-  const kernels::DType types[] = {kernels::DType::kF32, kernels::DType::kQ8_0,
-                                  kernels::DType::kQ4_0, kernels::DType::kQ4_K};
+  const kernels::DType types[] = {kernels::DType::kF32,  kernels::DType::kQ8_0,
+                                  kernels::DType::kQ4_0, kernels::DType::kQ4_K,
+                                  kernels::DType::kQ5_K, kernels::DType::kQ6_K};
   const int64_t shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {4096, 4096}};
   for (kernels::DType type : types) {
     for (const auto& nk : shapes) {

@@ -9,12 +9,17 @@
 // how many 2k-token sequences fit in 1 GiB per type, for this model and for the Llama-3.2-1B and
 // Llama-3.1-8B shapes (layers, KV heads, head_dim).
 //
-//   pagoda-kv-dtype-bench [--model FILE] [--tokens 256]
+// Last, the quality table llama-perplexity --kl-divergence would give (KlTable below): mean
+// KL divergence, top-1 agreement and perplexity ratio against f32, with decode tok/s.
+//
+//   pagoda-kv-dtype-bench [--model FILE] [--tokens 256] [--kl-tokens 2048] [--kl-ctx 512]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -65,8 +70,9 @@ class Runner {
     return r;
   }
 
+  // With `sample` (and no `forced`), tokens are drawn from softmax(logits) (temperature 1).
   absl::StatusOr<Run> Go(const std::vector<int32_t>& prompt, int32_t steps,
-                         const std::vector<int32_t>* forced) {
+                         const std::vector<int32_t>* forced, std::mt19937_64* sample = nullptr) {
     Run run;
     run.tokens = prompt;
     const int32_t vocab = model_->config().vocab_size;
@@ -89,10 +95,18 @@ class Runner {
       RETURN_IF_ERROR(model_->Forward(b, {buffer_.data(), shape_}, logits.data()));
       computed = n;
       run.logits.push_back(logits);
-      const int32_t next =
-          forced != nullptr ? (*forced)[n]
-                            : static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                                   logits.begin());
+      int32_t next;
+      if (forced != nullptr) {
+        next = (*forced)[n];
+      } else if (sample != nullptr) {
+        const float top = *std::max_element(logits.begin(), logits.end());
+        std::vector<double> w(logits.size());
+        for (size_t v = 0; v < w.size(); ++v) w[v] = std::exp(double{logits[v]} - top);
+        next = std::discrete_distribution<int32_t>(w.begin(), w.end())(*sample);
+      } else {
+        next =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
       run.tokens.push_back(next);
     }
     return run;
@@ -182,7 +196,74 @@ absl::Status Compare(const gguf::GgufFile& file, DType dtype, const std::string&
   return absl::OkStatus();
 }
 
-absl::Status Main(const std::string& model_path, int32_t steps) {
+// log softmax of `v` in double.
+std::vector<double> LogSoftmax(const std::vector<float>& v) {
+  const double top = *std::max_element(v.begin(), v.end());
+  double sum = 0;
+  for (float x : v) sum += std::exp(double{x} - top);
+  const double log_sum = top + std::log(sum);
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = double{v[i]} - log_sum;
+  return out;
+}
+
+// What llama-perplexity --kl-divergence measures, per KV type against f32 on one text:
+// teacher-forced (every type is fed the text's tokens, one decode step at a time, so that
+// attention reads each earlier token back from the cache), the mean KL divergence
+// KL(p_f32 || p_type) of the next-token distributions, how often the top-1 tokens agree,
+// and the perplexity of the text under each type as a ratio to f32's. The text is the f32
+// model's own sample at temperature 1 (seeded), in chunks of `ctx` tokens each starting at
+// BOS, so it works for a random model as for a trained one; every position of a chunk is
+// scored. Decode tok/s is the forced pass's rate: one sequence, its context growing to ctx.
+absl::Status KlTable(const gguf::GgufFile& file, int32_t bos, int32_t text_tokens, int32_t ctx) {
+  const int32_t chunks = (text_tokens + ctx - 2) / (ctx - 1);
+  const DType types[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI8};
+  struct Quality {
+    double kl = 0, nll = 0, seconds = 0;
+    int64_t top1 = 0, count = 0;
+  };
+  Quality q[4];
+  std::mt19937_64 rng(20261202);
+  for (int32_t c = 0; c < chunks; ++c) {
+    ASSIGN_OR_RETURN(auto ref_runner, Runner::Create(file, DType::kF32, ctx + 1));
+    ASSIGN_OR_RETURN(Run ref, ref_runner->Go({bos}, ctx - 1, nullptr, &rng));
+    std::vector<std::vector<double>> ref_log;
+    for (const auto& l : ref.logits) ref_log.push_back(LogSoftmax(l));
+    for (int t = 0; t < 4; ++t) {
+      ASSIGN_OR_RETURN(auto runner, Runner::Create(file, types[t], ctx + 1));
+      const auto start = std::chrono::steady_clock::now();
+      ASSIGN_OR_RETURN(Run forced, runner->Go({bos}, ctx - 1, &ref.tokens));
+      q[t].seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      for (size_t i = 0; i < forced.logits.size(); ++i) {
+        const std::vector<double> lp = LogSoftmax(forced.logits[i]);
+        double kl = 0;
+        for (size_t v = 0; v < lp.size(); ++v) {
+          kl += std::exp(ref_log[i][v]) * (ref_log[i][v] - lp[v]);
+        }
+        q[t].kl += kl;
+        q[t].nll -= lp[ref.tokens[i + 1]];
+        q[t].top1 += Argmax(forced.logits[i]) == Argmax(ref.logits[i]);
+        ++q[t].count;
+      }
+    }
+  }
+  std::printf(
+      "\nteacher-forced against f32 over %lld tokens (%d chunks of %d from BOS, the f32 model's "
+      "own sample at temperature 1)\n%-6s %12s %10s %10s %10s %12s\n",
+      static_cast<long long>(q[0].count), chunks, ctx, "kv", "mean KL", "top-1", "PPL", "PPL ratio",
+      "decode tok/s");
+  const double ppl_f32 = std::exp(q[0].nll / q[0].count);
+  for (int t = 0; t < 4; ++t) {
+    const double ppl = std::exp(q[t].nll / q[t].count);
+    std::printf("%-6s %12.3e %9.3f%% %10.4f %10.6f %12.1f\n",
+                std::string(kernels::DTypeName(types[t])).c_str(), q[t].kl / q[t].count,
+                100.0 * q[t].top1 / q[t].count, ppl, ppl / ppl_f32, q[t].count / q[t].seconds);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Main(const std::string& model_path, int32_t steps, int32_t kl_tokens, int32_t kl_ctx) {
   ASSIGN_OR_RETURN(auto file, model::OpenModel(model_path));
   ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::FromGguf(*file));
   const std::vector<std::string> names = {"Once upon a time",
@@ -246,6 +327,11 @@ absl::Status Main(const std::string& model_path, int32_t steps) {
                   static_cast<long long>(blocks / (2048 / kBlockSize)));
     }
   }
+  if (kl_tokens > 0) {
+    const std::vector<int32_t> start = tokenizer->Encode("", /*add_bos=*/true);
+    const int32_t bos = start.empty() ? 0 : start.front();  // no BOS: token 0 opens each chunk
+    RETURN_IF_ERROR(KlTable(*file, bos, kl_tokens, kl_ctx));
+  }
   return absl::OkStatus();
 }
 
@@ -257,9 +343,15 @@ int main(int argc, char** argv) {
   std::string model;
   int32_t tokens = 256;
   app.add_option("--model", model, "GGUF model; empty = the built-in stories260K");
+  int32_t kl_tokens = 2048, kl_ctx = 512;
   app.add_option("--tokens", tokens, "greedy tokens per prompt")->check(CLI::Range(1, 4096));
+  app.add_option("--kl-tokens", kl_tokens,
+                 "tokens of text for the teacher-forced KL/top-1/perplexity table (0 = skip)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--kl-ctx", kl_ctx, "tokens per chunk of that text, from BOS")
+      ->check(CLI::Range(2, 1 << 16));
   CLI11_PARSE(app, argc, argv);
-  const absl::Status s = pagoda::Main(model, tokens);
+  const absl::Status s = pagoda::Main(model, tokens, kl_tokens, kl_ctx);
   if (!s.ok()) {
     std::fprintf(stderr, "pagoda-kv-dtype-bench: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kernels/quant/activation_quant.h"
-#include "kernels/quant/vec_dot.h"
+#include "kernels/quant/vec_dot_rows.h"
 
 namespace pagoda::kernels::cpu {
 namespace {
@@ -12,6 +12,10 @@ namespace {
 constexpr int64_t kMinParallelMacs = 1 << 18;
 // Output columns per work item.
 constexpr int64_t kColumnGrain = 16;
+// Activation rows per pass over a work item's columns: their quantized rows stay in L2 (64
+// rows of Q8_K at K = 4096 are 1.2 MB; at K = 768, 56 KB) while each weight row, read from
+// L1, meets them kVecDotRows at a time.
+constexpr int64_t kRowBlock = 64;
 
 }  // namespace
 
@@ -31,10 +35,15 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
     }
   };
   auto columns = [&](int64_t m0, int64_t m1) {
-    for (int64_t c = m0; c < m1; ++c) {
-      const char* wrow = w.row_bytes(c);
-      for (int64_t r = 0; r < n; ++r) {
-        out.row<float>(r)[c] = quant::VecDot(w.dtype, k, wrow, acts + r * act_row);
+    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
+      const int64_t r1 = std::min(n, r0 + kRowBlock);
+      for (int64_t c = m0; c < m1; ++c) {
+        const char* wrow = w.row_bytes(c);
+        for (int64_t r = r0; r < r1; r += quant::kVecDotRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, r1 - r));
+          quant::VecDotRows(w.dtype, k, wrow, acts + r * act_row, act_row, rows,
+                            out.row<float>(r) + c, out.stride);
+        }
       }
     }
   };

@@ -6,6 +6,7 @@
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/vec_dot_avx2.h"
+#include "kernels/quant/vec_dot_rows.h"
 
 // The portable definitions of the dot products. VecDot runs the AVX2 versions
 // (vec_dot_avx2.cc) where the CPU has AVX2 and they cover the type; they give the same
@@ -351,6 +352,20 @@ float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
   float result;
   if (CpuHasAvx2() && VecDotAvx2(weight_type, n, w, act, &result)) return result;
   return VecDotPortable(weight_type, n, w, act);
+}
+
+void VecDotRows(DType weight_type, int64_t n, const void* w, const void* act, size_t act_stride,
+                int rows, float* out, int64_t out_stride) {
+  static const bool avx512 = CpuHasAvx512Rows();
+  if (avx512 && VecDotRowsAvx512(weight_type, n, w, act, act_stride, rows, out, out_stride)) {
+    return;
+  }
+  if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, act_stride, rows, out, out_stride)) {
+    return;
+  }
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int r = 0; r < rows; ++r)
+    out[r * out_stride] = VecDot(weight_type, n, w, a + r * act_stride);
 }
 
 float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {

@@ -11,54 +11,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/quant/avx2_lanes.h"
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 
 namespace pagoda::kernels::quant {
 namespace {
-
-inline float H(uint16_t h) { return _cvtsh_ss(h); }
-
-// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), the portable Lanes::Sum order.
-inline float HorizontalSum(__m256 a) {
-  __m128 r = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
-
-// Exact int32 lane sums of products of unsigned bytes u (< 128) and signed bytes s.
-inline __m256i LaneSumsUnsigned(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
-// Exact int32 lane sums of products of signed bytes a (never -128) and b.
-inline __m256i LaneSumsSigned(__m256i a, __m256i b) {
-  return LaneSumsUnsigned(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
-}
-
-// A block's 16 nibble bytes as 32 bytes: low nibbles (elements 0..15), then high ones.
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i lo = _mm_and_si128(bytes, mask);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  return _mm256_set_m128i(hi, lo);
-}
-
-// 0x10 in byte j where bit j of the 32-bit qh is set, else 0.
-inline __m256i FifthBits(const uint8_t* qh_bytes) {
-  uint32_t qh;
-  std::memcpy(&qh, qh_bytes, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(qh)),
-      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-inline __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 float DotQ4_0(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
@@ -103,20 +61,6 @@ float DotQx1(const Block* x, const BlockQ8_1* y, int64_t nb) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(H(x[i].d) * H(y[i].d)), s, acc);
   }
   return HorizontalSum(acc) + summs;
-}
-
-// Scales (16-bit lanes 0..7 = lo, 8..15 = hi) times the pair sums of u * s.
-inline __m256i ScaledChunk(__m256i u, __m256i s, int lo, int hi) {
-  const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)),
-                                          _mm_set1_epi16(static_cast<int16_t>(lo)));
-  return _mm256_madd_epi16(scales, _mm256_maddubs_epi16(u, s));
-}
-
-// Scales (16-bit lanes 0..7 = lo, 8..15 = hi) times pair sums already in 16-bit lanes.
-inline __m256i ScalePairs(__m256i pairs, int lo, int hi) {
-  const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)),
-                                          _mm_set1_epi16(static_cast<int16_t>(lo)));
-  return _mm256_madd_epi16(scales, pairs);
 }
 
 float DotQ2_K(const BlockQ2_K* x, const BlockQ8_K* y, int64_t nb) {
@@ -316,11 +260,6 @@ float DotBf16(const uint16_t* x, const uint16_t* y, int64_t n) {
   double sumf = HorizontalSum(r);
   for (; i < n; ++i) sumf += static_cast<double>(Bf16ToFloat(x[i]) * Bf16ToFloat(y[i]));
   return static_cast<float>(sumf);
-}
-
-template <typename Block>
-const Block* As(const void* p) {
-  return static_cast<const Block*>(p);
 }
 
 }  // namespace

@@ -1,0 +1,174 @@
+// The batched quantized dot products (kernels/quant/vec_dot_rows.h) keep the single-row
+// bits: the AVX2 and AVX-512 multi-row kernels (each forced) equal VecDotPortable for every row
+// count, block count and weight type they cover, on random and on extreme inputs; VecDotRows equals
+// VecDot for every weight type (whatever path it takes); and the CPU backend's MatMul, which tiles
+// rows through them, gives every output element VecDot's bits at every batch shape and thread count
+// (so a request's tokens do not depend on what runs beside it).
+#include "kernels/quant/vec_dot_rows.h"
+
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/quant/activation_quant.h"
+#include "kernels/quant/quantize.h"
+#include "kernels/quant/vec_dot.h"
+#include "kernels/quant/vec_dot_avx2.h"
+
+namespace pagoda::kernels {
+namespace {
+
+const DType kRowTypes[] = {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+const DType kAllTypes[] = {DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                           DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
+                           DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// Random rows with uneven magnitudes (so that block scales differ); `extreme` makes some
+// blocks a single large value among zeros, which drives quants to their range's ends.
+std::vector<float> RandomRows(int64_t rows, int64_t k, uint32_t seed, bool extreme) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> v(rows * k);
+  for (int64_t i = 0; i < rows * k; ++i) {
+    v[i] = normal(rng) * static_cast<float>(1 + (i % 11) * (i % 3));
+  }
+  if (extreme) {
+    for (int64_t b = 0; b < rows * k; b += 64) {
+      for (int64_t i = b; i < b + 32 && i < rows * k; ++i) v[i] = 0.f;
+      v[b + (b / 64) % 32] = (b / 64) % 2 == 0 ? 1e4f : -1e4f;
+    }
+  }
+  return v;
+}
+
+// Quantized weight row and `rows` activation rows of VecDotType(type).
+struct Operands {
+  std::vector<uint8_t> w;
+  std::vector<uint8_t> act;
+  size_t act_row = 0;
+};
+
+Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
+  Operands o;
+  const std::vector<float> wf = RandomRows(1, k, seed, extreme);
+  o.w.resize(DTypeRowBytes(type, k));
+  quant::QuantizeRow(type, wf.data(), o.w.data(), k);
+  const DType act = quant::VecDotType(type);
+  o.act_row = DTypeRowBytes(act, k);
+  o.act.resize(o.act_row * rows);
+  const std::vector<float> xf = RandomRows(rows, k, seed + 7, extreme);
+  for (int r = 0; r < rows; ++r) {
+    quant::QuantizeActivations(act, xf.data() + r * k, o.act.data() + r * o.act_row, k);
+  }
+  return o;
+}
+
+using RowsKernel = bool (*)(DType, int64_t, const void*, const void*, size_t, int, float*, int64_t);
+
+// `kernel` equals VecDotPortable bit for bit for every covered type, K, row count and input
+// kind, writing only its outputs' slots.
+void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
+  int checked = 0;
+  for (DType type : types) {
+    for (int64_t k : {256, 512, 768, 2048, 4096}) {
+      for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
+        for (bool extreme : {false, true}) {
+          const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
+          const Operands o = Make(type, k, rows, seed, extreme);
+          std::vector<float> got(2 * rows, -1.f);  // out_stride 2: odd slots stay untouched
+          ASSERT_TRUE(kernel(type, k, o.w.data(), o.act.data(), o.act_row, rows, got.data(), 2));
+          for (int r = 0; r < rows; ++r) {
+            const float want =
+                quant::VecDotPortable(type, k, o.w.data(), o.act.data() + r * o.act_row);
+            EXPECT_EQ(Bits(got[2 * r]), Bits(want))
+                << DTypeName(type) << " k=" << k << " rows=" << rows << " row " << r
+                << (extreme ? " extreme" : "") << ": " << got[2 * r] << " vs " << want;
+            EXPECT_EQ(got[2 * r + 1], -1.f);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(types.size()) * 5 * 10 * 2);
+  // The types the kernels leave to VecDot: nothing written.
+  const Operands o = Make(DType::kQ4_1, 256, 1, 1, false);
+  float out = -1.f;
+  EXPECT_FALSE(kernel(DType::kQ4_1, 256, o.w.data(), o.act.data(), o.act_row, 1, &out, 1));
+  EXPECT_EQ(out, -1.f);
+}
+
+TEST(VecDotRows, Avx2KernelsEqualPortableBitForBit) {
+  if (!quant::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  CheckKernel(&quant::VecDotRowsAvx2, {std::begin(kRowTypes), std::end(kRowTypes)});
+}
+
+TEST(VecDotRows, Avx512KernelsEqualPortableBitForBit) {
+  if (!quant::CpuHasAvx512Rows()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  CheckKernel(&quant::VecDotRowsAvx512, {DType::kQ4_0, DType::kQ8_0, DType::kQ6_K});
+}
+
+TEST(VecDotRows, EveryTypeEqualsVecDot) {
+  for (DType type : kAllTypes) {
+    const int64_t k = 512;
+    for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
+      const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false);
+      std::vector<float> got(rows);
+      quant::VecDotRows(type, k, o.w.data(), o.act.data(), o.act_row, rows, got.data(), 1);
+      for (int r = 0; r < rows; ++r) {
+        const float want = quant::VecDot(type, k, o.w.data(), o.act.data() + r * o.act_row);
+        EXPECT_EQ(Bits(got[r]), Bits(want)) << DTypeName(type) << " rows=" << rows << " r=" << r;
+      }
+    }
+  }
+}
+
+// x [n, k] times w [m, k]^T through the backend equals VecDot per element, bit for bit.
+void CheckMatMulBits(DType type, int64_t n, int64_t m, int64_t k, int threads) {
+  SCOPED_TRACE(std::string(DTypeName(type)) + " n=" + std::to_string(n) +
+               " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+               " threads=" + std::to_string(threads));
+  auto backend = CreateBackend({.device = DeviceKind::kCpu, .num_threads = threads});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::vector<float> wf = RandomRows(m, k, 11, false);
+  std::vector<uint8_t> wq(DTypeRowBytes(type, k) * m);
+  for (int64_t c = 0; c < m; ++c) {
+    quant::QuantizeRow(type, wf.data() + c * k, wq.data() + c * DTypeRowBytes(type, k), k);
+  }
+  auto w = (*backend)->CreateWeightRaw(type, wq.data(), m, k);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<float> x = RandomRows(n, k, 12, false);
+  std::vector<float> out(n * m);
+  (*backend)->MatMul(Tensor::Make(const_cast<float*>(x.data()), DType::kF32, n, k), w->view,
+                     Tensor::Make(out.data(), DType::kF32, n, m));
+  const DType act = quant::VecDotType(type);
+  std::vector<uint8_t> a(DTypeRowBytes(act, k));
+  for (int64_t r = 0; r < n; ++r) {
+    quant::QuantizeActivations(act, x.data() + r * k, a.data(), k);
+    for (int64_t c = 0; c < m; ++c) {
+      const float want = quant::VecDot(type, k, wq.data() + c * DTypeRowBytes(type, k), a.data());
+      ASSERT_EQ(Bits(out[r * m + c]), Bits(want)) << "row " << r << " col " << c;
+    }
+  }
+}
+
+TEST(VecDotRows, MatMulKeepsSingleRowBitsAtEveryBatchShape) {
+  for (DType type : kRowTypes) {
+    for (int64_t n : {1, 3, 4, 5, 16, 67, 130}) CheckMatMulBits(type, n, 37, 512, 2);
+  }
+  CheckMatMulBits(DType::kQ4_K, 16, 300, 768, 1);
+  CheckMatMulBits(DType::kQ6_K, 9, 50, 2048, 3);
+}
+
+}  // namespace
+}  // namespace pagoda::kernels
