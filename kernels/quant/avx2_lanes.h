@@ -69,6 +69,23 @@ inline __m256i ScalePairs(__m256i pairs, int lo, int hi) {
   return _mm256_madd_epi16(scales, pairs);
 }
 
+// The six-bit quants (0..63) of half j (0 or 1) of a Q6_K block, from its `ql` and `qh`
+// arrays: q[k] holds elements 128j + 32k .. 128j + 32k + 31.
+inline void Q6KQuants(const uint8_t* ql, const uint8_t* qh, int j, __m256i q[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m256i ql0 = Load32(ql + 64 * j);
+  const __m256i ql1 = Load32(ql + 64 * j + 32);
+  const __m256i high = Load32(qh + 32 * j);
+  const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+  for (int k = 0; k < 4; ++k) {
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), three);
+    q[k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(h, 4));
+  }
+}
+
 template <typename Block>
 const Block* As(const void* p) {
   return static_cast<const Block*>(p);

@@ -185,27 +185,18 @@ float DotQ5_K(const BlockQ5_K* x, const BlockQ8_K* y, int64_t nb) {
 }
 
 float DotQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i three = _mm256_set1_epi8(3);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const float d = y[i].d * H(x[i].d);
     const int8_t* sc = x[i].scales;
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 2; ++j) {
-      const __m256i ql0 = Load32(x[i].ql + 64 * j);
-      const __m256i ql1 = Load32(x[i].ql + 64 * j + 32);
-      const __m256i qh = Load32(x[i].qh + 32 * j);
-      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      __m256i q[4];
+      Q6KQuants(x[i].ql, x[i].qh, j, q);
       for (int k = 0; k < 4; ++k) {
-        const __m256i high =
-            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
-        const __m256i q = _mm256_or_si256(lows[k], high);
         const int g = 8 * j + 2 * k;
         sumi = _mm256_add_epi32(
-            sumi, ScaledChunk(q, Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
+            sumi, ScaledChunk(q[k], Load32(y[i].qs + 128 * j + 32 * k), sc[g], sc[g + 1]));
       }
     }
     const __m256i bsums = Load32(y[i].bsums);

@@ -163,8 +163,6 @@ void RowsQxK(const Block* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, int64
 // Q6_K weights against Q8_K activations.
 template <int R>
 void RowsQ6_K(const BlockQ6_K* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, int64_t os) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i three = _mm256_set1_epi8(3);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -176,20 +174,13 @@ void RowsQ6_K(const BlockQ6_K* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, 
       // Scales 8j..8j+7 (16-bit) in both 128-bit lanes: chunk k takes 2k and 2k + 1.
       const __m256i half_scales = j == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
                                          : _mm256_permute2x128_si256(scales16, scales16, 0x11);
-      const __m256i ql0 = Load32(x[i].ql + 64 * j);
-      const __m256i ql1 = Load32(x[i].ql + 64 * j + 32);
-      const __m256i qh = Load32(x[i].qh + 32 * j);
-      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      __m256i q[4];
+      Q6KQuants(x[i].ql, x[i].qh, j, q);
       for (int k = 0; k < 4; ++k) {
-        const __m256i high =
-            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
-        const __m256i q = _mm256_or_si256(lows[k], high);
         const __m256i scales = _mm256_shuffle_epi8(half_scales, WordBroadcast(2 * k, 2 * k + 1));
         for (int r = 0; r < R; ++r) {
           const __m256i y8 = Load32(y.At(r, i).qs + 128 * j + 32 * k);
-          sumi[r] = AddScaled(sumi[r], scales, q, y8);
+          sumi[r] = AddScaled(sumi[r], scales, q[k], y8);
         }
       }
     }

@@ -1,6 +1,7 @@
 // AVX-512 kernels of VecDotRows (vec_dot_rows.h) for pairs of activation rows, for the
-// weight types where they beat the AVX2 kernels (Q4_0, Q8_0, Q6_K; measured: for Q4_K and
-// Q5_K, whose per-row work is mostly scales, they lost). Compiled for AVX-512F/BW/VL (plus
+// weight types where they beat the AVX2 kernels (Q8_0 and Q6_K; Q4_0 shares Q8_0's kernel
+// and came out even; measured: for Q4_K and Q5_K, whose per-row work is mostly scales, they
+// lost). Compiled for AVX-512F/BW/VL (plus
 // AVX2, FMA, F16C) and reached only after CpuHasAvx512Rows(). A 512-bit register holds the
 // same 32-byte chunk of two rows, row A in its low half and row B in its high half, against
 // the weight chunk in both halves; each half's integer lanes are exactly the AVX2 kernel's
