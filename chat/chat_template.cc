@@ -218,6 +218,11 @@ absl::StatusOr<RenderedChat> ChatTemplate::RenderJsonWithSpans(const nlohmann::j
                                            source_->find("<|channel|>") == std::string::npos);
     AddGlobalFunctions(globals, options.now, budget);
     globals.emplace_back("messages", ContentValue(adapted, budget));
+    if (!options.tools.is_null()) {
+      Value tools = Value::FromJson(options.tools, budget);
+      MarkAllContent(&tools);
+      globals.emplace_back("tools", std::move(tools));
+    }
     globals.emplace_back("bos_token", Value::Str(options.bos_token));
     globals.emplace_back("eos_token", Value::Str(options.eos_token));
     // As llama.cpp: the variable exists only when true.

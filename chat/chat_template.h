@@ -30,6 +30,10 @@ struct RenderOptions {
   std::string eos_token;              // the vocabulary's EOS text
   // Drop bos_token from the start of the result (the tokenizer adds BOS itself).
   bool strip_leading_bos = false;
+  // The `tools` variable: OpenAI-style tool objects in the order their keys are to print
+  // (chat/tool_definitions.h, ToolsTemplateJson); null leaves it undefined (no tools). Its
+  // strings are content, as the messages' are: a tool's description cannot forge markup.
+  nlohmann::ordered_json tools;
   // More template variables (date_string, enable_thinking, ...); must be a JSON object.
   nlohmann::json extra_context = nlohmann::json::object();
   // The clock strftime_now() reads: the caller's (the engine passes the current time, tests

@@ -115,20 +115,22 @@ Value Value::Func(Function fn) {
 
 namespace {
 
-Value FromJsonAt(const nlohmann::json& j, int depth, const Budget& budget) {
+// For both key orders: json (sorted keys) and ordered_json (keys as inserted).
+template <typename Json>
+Value FromJsonAt(const Json& j, int depth, const Budget& budget) {
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return Value::None();
     case nlohmann::json::value_t::boolean:
-      return Value::Bool(j.get<bool>());
+      return Value::Bool(j.template get<bool>());
     case nlohmann::json::value_t::number_integer:
-      return Value::Int(j.get<int64_t>());
+      return Value::Int(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned:
-      return Value::Int(static_cast<int64_t>(j.get<uint64_t>()));
+      return Value::Int(static_cast<int64_t>(j.template get<uint64_t>()));
     case nlohmann::json::value_t::number_float:
-      return Value::Float(j.get<double>());
+      return Value::Float(j.template get<double>());
     case nlohmann::json::value_t::string:
-      return Value::Str(j.get<std::string>());
+      return Value::Str(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       budget.CheckDepth(depth + 1);
       Array a;
@@ -149,6 +151,10 @@ Value FromJsonAt(const nlohmann::json& j, int depth, const Budget& budget) {
 }  // namespace
 
 Value Value::FromJson(const nlohmann::json& j, const Budget& budget) {
+  return FromJsonAt(j, 0, budget);
+}
+
+Value Value::FromJson(const nlohmann::ordered_json& j, const Budget& budget) {
   return FromJsonAt(j, 0, budget);
 }
 

@@ -96,6 +96,8 @@ struct Value {
   // Converts JSON (null, bool, number, string, array, object) to a value; throws
   // TemplateError("budget") when it nests deeper than the budget's max_depth.
   static Value FromJson(const nlohmann::json& j, const Budget& budget);
+  // As above, objects keeping their keys in insertion order (what `tojson` then prints).
+  static Value FromJson(const nlohmann::ordered_json& j, const Budget& budget);
 
   bool IsUndefined() const { return kind == Kind::kUndefined; }
   bool IsNone() const { return kind == Kind::kNone; }

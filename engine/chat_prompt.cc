@@ -11,6 +11,32 @@
 namespace pagoda::engine {
 namespace {
 
+// The messages as OpenAI-style JSON for the template. A tool call's arguments are given as
+// the object they spell (templates print them with tojson, as Hugging Face's and
+// llama.cpp's renderers get them), or as the string when it is not JSON. An assistant turn
+// with calls and no text has content null, as OpenAI clients send it.
+nlohmann::json MessagesJson(const std::vector<ChatMessage>& messages) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ChatMessage& m : messages) {
+    nlohmann::json turn = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      nlohmann::json calls = nlohmann::json::array();
+      for (const ChatToolCall& c : m.tool_calls) {
+        nlohmann::json arguments = nlohmann::json::parse(c.arguments, nullptr, false);
+        if (arguments.is_discarded()) arguments = c.arguments;
+        calls.push_back({{"id", c.id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", std::move(arguments)}}}});
+      }
+      turn["tool_calls"] = std::move(calls);
+      if (m.content.empty()) turn["content"] = nullptr;
+    }
+    if (!m.tool_call_id.empty()) turn["tool_call_id"] = m.tool_call_id;
+    list.push_back(std::move(turn));
+  }
+  return list;
+}
+
 // Two tool definitions in OpenAI's form, for templates that read `tools`.
 nlohmann::json ProbeTools() {
   nlohmann::json tools = nlohmann::json::array();
@@ -104,26 +130,31 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufF
   return p;
 }
 
+std::string_view ChatPrompt::source() const {
+  return template_ == nullptr ? std::string_view() : std::string_view(template_->source());
+}
+
 absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) const {
-  absl::StatusOr<ChatPromptText> out = RenderWithSpans(messages, add_generation_prompt);
+                                               bool add_generation_prompt,
+                                               const nlohmann::ordered_json* tools) const {
+  absl::StatusOr<ChatPromptText> out = RenderWithSpans(messages, add_generation_prompt, tools);
   if (!out.ok()) return out.status();
   return std::move(out->text);
 }
 
-absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(const std::vector<ChatMessage>& messages,
-                                                           bool add_generation_prompt) const {
+absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const nlohmann::ordered_json* tools) const {
   if (template_ == nullptr) return unusable_;
   if (messages.empty()) return absl::InvalidArgumentError("messages: is empty");
-  std::vector<chat::ChatMessage> turns;
-  turns.reserve(messages.size());
-  for (const ChatMessage& m : messages) turns.push_back({m.role, m.content});
   chat::RenderOptions options{.add_generation_prompt = add_generation_prompt,
                               .bos_token = bos_text_,
                               .eos_token = eos_text_,
                               .strip_leading_bos = strip_bos_,
                               .now = std::time(nullptr)};
-  absl::StatusOr<chat::RenderedChat> out = template_->RenderWithSpans(turns, options);
+  if (tools != nullptr) options.tools = *tools;
+  absl::StatusOr<chat::RenderedChat> out =
+      template_->RenderJsonWithSpans(MessagesJson(messages), options);
   if (!out.ok()) {
     return absl::Status(out.status().code(), absl::StrCat("messages: ", out.status().message()));
   }

@@ -5,11 +5,13 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
 #include "model/tokenizer.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pagoda::gguf {
 class GgufFile;
@@ -55,11 +57,16 @@ class ChatPrompt {
   // The prompt text for `messages`; FailedPrecondition when the model has no usable
   // template (naming why), InvalidArgument for messages the template refuses
   // (raise_exception) or an empty list, Unimplemented for a construct outside the subset.
+  // `tools` (may be null: none) is the template's `tools` variable.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
-                                     bool add_generation_prompt) const;
+                                     bool add_generation_prompt,
+                                     const nlohmann::ordered_json* tools = nullptr) const;
   // As Render, with the content ranges of the text (for EncodeChatPrompt).
-  absl::StatusOr<ChatPromptText> RenderWithSpans(const std::vector<ChatMessage>& messages,
-                                                 bool add_generation_prompt) const;
+  absl::StatusOr<ChatPromptText> RenderWithSpans(
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+      const nlohmann::ordered_json* tools = nullptr) const;
+  // The template's source; "" when there is no usable template.
+  std::string_view source() const;
 
  private:
   ChatPrompt() = default;

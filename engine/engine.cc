@@ -13,6 +13,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/utf8.h"
+#include "nlohmann/json.hpp"
 
 namespace pagoda::engine {
 namespace {
@@ -109,6 +110,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         engine->chat_,
         ChatPrompt::Create(*file, config.chat_template, std::string(tok.Piece(tok.bos_id())),
                            std::string(tok.Piece(tok.eos_id())), tok.add_bos()));
+    engine->tool_call_format_ =
+        config.tool_call_format.value_or(chat::DetectToolCallFormat(engine->chat_->source()));
   }
   {
     MutexLock lock(&engine->mu_);
@@ -149,10 +152,11 @@ void Engine::Stop() {
 
 namespace {
 
-// `messages` rendered by `chat` once they are checked: valid UTF-8, at most
-// `max_prompt_bytes` in all.
+// `messages` (and `tools`, may be null) rendered by `chat` once they are checked: valid
+// UTF-8, at most `max_prompt_bytes` in all (the tools counted as their JSON text).
 absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
                                              const std::vector<ChatMessage>& messages,
+                                             const nlohmann::ordered_json* tools,
                                              bool add_generation_prompt, int64_t max_prompt_bytes) {
   // A message counts its role and content plus what any template frames it with, so that
   // half a million empty messages do not pass as zero bytes.
@@ -160,16 +164,29 @@ absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
   int64_t bytes = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    bytes += static_cast<int64_t>(m.role.size() + m.content.size()) + kFramingBytesPerMessage;
-    if (!model::IsValidUtf8(m.role) || !model::IsValidUtf8(m.content)) {
-      return Invalid(absl::StrCat("messages[", i, "]"), "is not valid UTF-8");
+    std::vector<std::string_view> fields = {m.role, m.content, m.tool_call_id};
+    for (const ChatToolCall& c : m.tool_calls) {
+      fields.insert(fields.end(), {c.id, c.name, c.arguments});
     }
+    // Each tool call is framed too (its tags and JSON keys).
+    bytes += kFramingBytesPerMessage * static_cast<int64_t>(1 + m.tool_calls.size());
+    for (std::string_view f : fields) {
+      bytes += static_cast<int64_t>(f.size());
+      if (!model::IsValidUtf8(f)) {
+        return Invalid(absl::StrCat("messages[", i, "]"), "is not valid UTF-8");
+      }
+    }
+  }
+  // Replaced, not thrown on: the door's JSON parser has already refused invalid UTF-8.
+  if (tools != nullptr) {
+    bytes += static_cast<int64_t>(
+        tools->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size());
   }
   if (bytes > max_prompt_bytes) {
     return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes,
                                             " are accepted (max_prompt_bytes)"));
   }
-  return chat.RenderWithSpans(messages, add_generation_prompt);
+  return chat.RenderWithSpans(messages, add_generation_prompt, tools);
 }
 
 }  // namespace
@@ -183,9 +200,10 @@ std::string Engine::TokenBytes(int32_t id) const {
 }
 
 absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt) const {
-  ASSIGN_OR_RETURN(ChatPromptText out,
-                   RenderChecked(*chat_, messages, add_generation_prompt, max_prompt_bytes_));
+                                               bool add_generation_prompt,
+                                               const nlohmann::ordered_json* tools) const {
+  ASSIGN_OR_RETURN(ChatPromptText out, RenderChecked(*chat_, messages, tools, add_generation_prompt,
+                                                     max_prompt_bytes_));
   return std::move(out.text);
 }
 
@@ -234,7 +252,8 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
       return Invalid("messages", "give either messages or a prompt, not both");
     }
     ASSIGN_OR_RETURN(const ChatPromptText chat,
-                     RenderChecked(*chat_, r.messages, r.add_generation_prompt, max_prompt_bytes_));
+                     RenderChecked(*chat_, r.messages, r.chat_tools.get(), r.add_generation_prompt,
+                                   max_prompt_bytes_));
     if (static_cast<int64_t>(chat.text.size()) > max_prompt_bytes_) {
       return Invalid("messages", absl::StrCat("render to ", chat.text.size(), " bytes; at most ",
                                               max_prompt_bytes_, " (max_prompt_bytes)"));
@@ -380,6 +399,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
   request.prompt.clear();
   request.prompt_token_ids.clear();
   request.messages.clear();
+  request.chat_tools.reset();
   SubmitResult result;
   result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
   MutexLock lock(&mu_);

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chat/tool_call_format.h"
 #include "common/mutex.h"
 #include "engine/engine_client.h"
 #include "engine/injected_fault.h"
@@ -94,6 +95,9 @@ struct EngineConfig {
   // Chat template source overriding the model's tokenizer.chat_template (--chat-template);
   // empty = the model's.
   std::string chat_template;
+  // How the model writes tool calls (--tool-call-parser); unset = read from the chat
+  // template's source (chat::DetectToolCallFormat).
+  std::optional<chat::ToolCallFormat> tool_call_format;
   StepObserver* step_observer = nullptr;
   // Tests only: a deliberate bug (engine/injected_fault.h) the differential tester must catch.
   InjectedFault injected_fault =
@@ -202,11 +206,17 @@ class Engine final : public EngineClient {
   // adds). FailedPrecondition when the model has no usable template; InvalidArgument
   // ("messages: ...") for an empty list, invalid UTF-8, more than max_prompt_bytes or a
   // conversation the template refuses; Unimplemented for a construct outside the subset.
+  // `tools` (may be null: none) is the template's `tools` variable, as
+  // GenerationRequest::chat_tools.
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
-                                         bool add_generation_prompt) const;
+                                         bool add_generation_prompt,
+                                         const nlohmann::ordered_json* tools = nullptr) const;
   // The bytes token `id` adds to a text: "" for a control token (EOS) or an id outside the
   // vocabulary; may be part of a UTF-8 character (a byte token).
   std::string TokenBytes(int32_t id) const;
+  // The tool-call format of the model's output: EngineConfig::tool_call_format, or what the
+  // chat template teaches (kNone without a usable template).
+  chat::ToolCallFormat tool_call_format() const { return tool_call_format_; }
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }
@@ -245,6 +255,7 @@ class Engine final : public EngineClient {
   int64_t max_prompt_bytes_ = 0;  // the effective prompt limit (see EngineConfig)
   std::unique_ptr<Core> core_;
   std::unique_ptr<ChatPrompt> chat_;
+  chat::ToolCallFormat tool_call_format_ = chat::ToolCallFormat::kNone;
   std::thread thread_;
 
   mutable Mutex mu_;

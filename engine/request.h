@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace pagoda::grammar {
 class Grammar;
@@ -44,10 +45,19 @@ struct SamplingParams {
   std::shared_ptr<const grammar::Grammar> grammar;
 };
 
+// A call an assistant turn made (OpenAI's message.tool_calls[]), given back to the template.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI sends it
+};
+
 // One turn of a chat request.
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (as the template knows them)
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // an assistant turn's calls
+  std::string tool_call_id;              // a "tool" turn: the call this result answers
 };
 
 // The most tokens a validated request can cost: its prompt (computed once) plus n times
@@ -68,6 +78,9 @@ struct GenerationRequest {
   // the template's text only (see chat_content_special).
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;  // chat: end with the assistant turn's header
+  // Chat: the template's `tools` variable (chat::ToolsTemplateJson: OpenAI's tool objects);
+  // null: the request offers no tools. Its strings are content, as the messages' are.
+  std::shared_ptr<const nlohmann::ordered_json> chat_tools;
   SamplingParams sampling;
   // Unset: up to the context length. 0 only with sampling.prompt_logprobs: the prompt is
   // computed and reported, no token generated (finish_reason kLength).

@@ -1,7 +1,8 @@
 #include "tools/engine_flags.h"
 
-
+#include "absl/strings/str_cat.h"
 #include "chat/template_source.h"
+#include "chat/tool_call_format.h"
 #include "common/status_macros.h"
 #include "kernels/backend.h"
 #include "model/make_model.h"
@@ -83,6 +84,9 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--chat-template", f->chat_template,
                   "Jinja chat template file used instead of the model's tokenizer.chat_template "
                   "(a template that cannot be rendered is a start-up error)");
+  cmd->add_option("--tool-call-parser", f->tool_call_parser,
+                  "how the model writes tool calls: auto (read from the chat template), none, "
+                  "hermes, llama3_json or mistral");
 }
 
 absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
@@ -125,6 +129,13 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   if (!f.chat_template.empty()) {
     ASSIGN_OR_RETURN(c.chat_template, chat::ChatTemplateFromFile(f.chat_template));
   }
+  absl::StatusOr<std::optional<chat::ToolCallFormat>> parser =
+      chat::ParseToolCallFormatFlag(f.tool_call_parser);
+  if (!parser.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tool-call-parser: ", parser.status().message()));
+  }
+  c.tool_call_format = *parser;
   return c;
 }
 

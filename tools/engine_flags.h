@@ -34,6 +34,7 @@ struct EngineFlags {
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
   std::string chat_template;  // a Jinja template file overriding the model's; empty = none
+  std::string tool_call_parser = "auto";  // auto, none, hermes, llama3_json or mistral
 };
 
 // Adds --model, --device, --threads, --cpu-matmul, the engine sizing flags and the request

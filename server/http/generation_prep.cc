@@ -45,6 +45,12 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
     return refuse(absl::NotFoundError(message),
                   MakeHttpError(404, message, "invalid_request_error", "model_not_found"));
   }
+  if (parsed->tools.has_value()) {
+    absl::StatusOr<std::optional<ToolCallParsing>> parsing =
+        ApplyChatTools(*parsed->tools, context.deps().engine->tool_call_format(), &parsed->request);
+    if (!parsing.ok()) return refuse(parsing.status());
+    p.tool_calls = *parsing;
+  }
   p.model = parsed->model;
   p.stream = parsed->stream;
   p.include_usage = parsed->stream && parsed->include_usage;

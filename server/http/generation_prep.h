@@ -18,6 +18,7 @@
 #include "server/http/http_context.h"
 #include "server/http/http_error.h"
 #include "server/http/openai_response.h"
+#include "server/http/openai_tools.h"
 #include "server/tenant_registry.h"
 #include "server/token_reservation.h"
 
@@ -33,6 +34,7 @@ struct PreparedGeneration {
   bool include_usage = false;
   int32_t n = 1;
   bool logprobs = false;  // asked for (the choices then carry them: openai_logprobs.h)
+  std::optional<ToolCallParsing> tool_calls;  // chat: how the output's calls are parsed
   std::shared_ptr<GenerationLink> link;
   std::unique_ptr<TokenReservation> tokens;
   engine::SubmitResult submitted;

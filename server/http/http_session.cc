@@ -11,8 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "server/access_log.h"
 #include "server/admission.h"
-#include "server/http/cors.h"
-#include "server/http/models_route.h"
 #include "server/http/request_framing.h"
 #include "server/http/tokenize_routes.h"
 #include "spdlog/spdlog.h"
@@ -38,13 +36,6 @@ std::chrono::steady_clock::duration Chrono(absl::Duration d) {
 
 std::string ChunkOf(const std::string& data) {
   return absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n");
-}
-
-// The value of header `field`; "" when absent.
-std::string_view HeaderValue(const bhttp::request_header<>& req, bhttp::field field) {
-  auto it = req.find(field);
-  return it == req.end() ? std::string_view()
-                         : std::string_view(it->value().data(), it->value().size());
 }
 
 const char* IdPrefix(ApiKind kind) { return kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"; }
@@ -139,23 +130,6 @@ absl::StatusOr<Caller> HttpSession::Authenticate(const Request& req) const {
   return caller;
 }
 
-bool HttpSession::HandleCors(const Request& req) {
-  const std::vector<std::string>& allowed = context_->options().cors_allow_origins;
-  if (allowed.empty() || context_->options().routes != RouteSet::kOpenAi) return false;
-  const CorsOutcome cors =
-      CorsFor(allowed, HeaderValue(req, bhttp::field::origin), req.method() == bhttp::verb::options,
-              HeaderValue(req, bhttp::field::access_control_request_headers));
-  cors_headers_ = cors.headers;
-  if (!cors.preflight) return false;
-  if (cors.headers.empty()) {
-    RespondError(MakeHttpError(403, "origin not allowed (--cors-allow-origin)", "permission_error",
-                               "origin_not_allowed"));
-  } else {
-    Respond(204, "", "");
-  }
-  return true;
-}
-
 void HttpSession::Route(const Request& req) {
   std::string_view target(req.target().data(), req.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
@@ -201,52 +175,6 @@ void HttpSession::Route(const Request& req) {
   if (path == "/tokenize") return HandleJsonRoute(req, TokenizeBody, false);
   if (path == "/detokenize") return HandleJsonRoute(req, DetokenizeBody, false);
   HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
-}
-
-void HttpSession::RespondHealth() {
-  const bool ok = context_->deps().serving() && !context_->draining();
-  if (context_->options().routes == RouteSet::kProbes) {
-    return Respond(ok ? 200 : 503, "text/plain", ok ? "SERVING\n" : "NOT_SERVING\n");
-  }
-  Respond(ok ? 200 : 503, "application/json",
-          ok ? R"({"status":"ok"})" : R"({"status":"unavailable"})");
-}
-
-void HttpSession::HandleModels(const Request& req, std::string_view id) {
-  if (absl::StatusOr<Caller> caller = Authenticate(req); !caller.ok()) {
-    return RespondError(ToHttpError(caller.status()));
-  }
-  const std::optional<std::string> body = ModelsBody(
-      context_->deps().model_name, context_->deps().engine->model_info(), context_->created(), id);
-  if (!body.has_value()) {
-    return RespondError(
-        MakeHttpError(404, absl::StrCat("model \"", std::string(id), "\" does not exist"),
-                      "invalid_request_error", "model_not_found"));
-  }
-  Respond(200, "application/json", *body);
-}
-
-void HttpSession::HandleJsonRoute(const Request& req, const JsonRoute& route, bool rate_limited) {
-  absl::StatusOr<Caller> caller = Authenticate(req);
-  if (!caller.ok()) return RespondError(ToHttpError(caller.status()));
-  if (rate_limited) {
-    if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
-      return RespondError(ToHttpError(admitted));
-    }
-  }
-  // Off the event loop, like a generation's preparation.
-  auto executor = stream_.get_executor();
-  std::shared_ptr<TokenBucket> charged = rate_limited ? caller->bucket : nullptr;
-  const bool offloaded =
-      context_->Offload([self = shared_from_this(), executor, route, body = req.body(), charged] {
-        absl::StatusOr<std::string> out =
-            AnswerJsonRoute(*self->context_->deps().engine, route, body, charged.get());
-        net::post(executor, [self, out = std::move(out)] {
-          if (!out.ok()) return self->RespondError(ToHttpError(out.status()));
-          self->Respond(200, "application/json", *out);
-        });
-      });
-  if (!offloaded) RespondError(ToHttpError(HttpContext::BusyError()));
 }
 
 void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
@@ -315,6 +243,10 @@ void HttpSession::StartGeneration(ApiKind kind, const Caller& caller, PreparedGe
   g.registration = p.registration;
   g.format.emplace(kind, IdPrefix(kind) + p.submitted.request_id, absl::ToUnixSeconds(g.start),
                    p.model.empty() ? context_->deps().model_name : p.model);
+  if (p.tool_calls.has_value()) {
+    g.format->set_tool_calls(*p.tool_calls);
+    if (g.stream) g.tool_calls.emplace(*p.tool_calls, n);
+  }
   gen_ = std::move(g);
   if (gen_->stream) {
     Write(
@@ -364,10 +296,21 @@ void HttpSession::FlushText() {
   Generation& g = *gen_;
   for (size_t i = 0; i < g.texts.size(); ++i) {
     if (g.texts[i].empty() || g.ended[i]) continue;
-    Write(ChunkOf(g.format->Chunk(static_cast<int32_t>(i), g.texts[i], "", g.include_usage,
-                                  TakeLogprobs(g.logprobs, i, g.texts[i], /*all=*/false))));
-    g.texts[i].clear();
+    WriteText(i, /*at_end=*/false);
   }
+}
+
+void HttpSession::WriteText(size_t i, bool at_end) {
+  Generation& g = *gen_;
+  const int32_t index = static_cast<int32_t>(i);
+  const json logprobs = TakeLogprobs(g.logprobs, i, g.texts[i], /*all=*/at_end);
+  if (!g.tool_calls.has_value()) {
+    Write(ChunkOf(g.format->Chunk(index, g.texts[i], "", g.include_usage, logprobs)));
+  } else if (const chat::ToolCallStreamDelta d = g.tool_calls->Next(i, g.texts[i], at_end);
+             !d.empty() || !logprobs.is_null()) {
+    Write(ChunkOf(g.format->DeltaChunk(index, d, g.include_usage, logprobs)));
+  }
+  g.texts[i].clear();
 }
 
 void HttpSession::WriteEndedSamples() {
@@ -382,12 +325,11 @@ void HttpSession::WriteEndedSamples() {
     // The text first, then an event with no text carrying the finish reason (as OpenAI
     // and llama-server): a client that stops reading at finish_reason loses no text.
     const int32_t index = static_cast<int32_t>(i);
-    if (!g.texts[i].empty()) {
-      Write(ChunkOf(g.format->Chunk(index, g.texts[i], "", g.include_usage,
-                                    TakeLogprobs(g.logprobs, i, g.texts[i], /*all=*/true))));
-      g.texts[i].clear();
-    }
-    Write(ChunkOf(g.format->Chunk(index, "", engine::FinishReasonName(r), g.include_usage,
+    if (!g.texts[i].empty() || g.tool_calls.has_value()) WriteText(i, /*at_end=*/true);
+    const std::string reason = g.tool_calls.has_value()
+                                   ? g.tool_calls->FinishReason(i, engine::FinishReasonName(r))
+                                   : engine::FinishReasonName(r);
+    Write(ChunkOf(g.format->Chunk(index, "", reason, g.include_usage,
                                   TakeLogprobs(g.logprobs, i, "", /*all=*/true))));
     g.ended[i] = true;
   }

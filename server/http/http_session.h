@@ -55,7 +55,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     std::vector<std::string> texts;
     std::vector<engine::FinishReason> reasons;
     std::vector<bool> ended;
-    std::vector<ChoiceLogprobs> logprobs;  // per sample, when requested (else empty)
+    std::vector<ChoiceLogprobs> logprobs;       // per sample, when requested (else empty)
+    std::optional<ToolCallStreams> tool_calls;  // streamed chat with tool calls parsed
     Caller caller;
     std::unique_ptr<TokenReservation> tokens;  // the caller's bucket, reserved at submission
     TenantMetrics* metrics = nullptr;
@@ -97,6 +98,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void OnWake();
   // Streamed: the text held since the last event, as one event.
   void FlushText();
+  // Streamed: sample i's held text as one event (none when tool-call parsing holds it all
+  // back); with `at_end` its logprobs and held-back text are all taken.
+  void WriteText(size_t i, bool at_end);
   // Output not yet taken by the client: held text, queued or in-flight writes, and the
   // socket's send queue (SIOCOUTQ).
   int64_t UnsentBytes();

@@ -177,9 +177,7 @@ absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
   if (const json* bias = Field(body, "logit_bias")) {
     PAGODA_ASSIGN(r.sampling.logit_bias, LogitBias(*bias));
   }
-  for (const char* key : {"tools", "functions"}) {
-    if (absl::Status s = Unsupported(body, key, json::object()); !s.ok()) return s;
-  }
+  if (absl::Status s = Unsupported(body, "functions", json::object()); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "best_of", 1); !s.ok()) return s;
   return absl::OkStatus();
 }
@@ -244,6 +242,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
   out.request.max_tokens = 16;  // OpenAI's default for completions
   if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "suffix", ""); !s.ok()) return s;
+  if (absl::Status s = Unsupported(body, "tools", json::object()); !s.ok()) return s;
   // An integer: the chosen token's logprob and the k most likely (the engine checks k).
   std::optional<int32_t> k;
   PAGODA_ASSIGN(k, Int32(body, "logprobs"));
@@ -272,6 +271,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body) {
   out.request.add_generation_prompt = b.value_or(true);
   if (absl::Status s = ChatLogprobs(body, &out.request.sampling); !s.ok()) return s;
   if (absl::Status s = ParseResponseFormat(body, &out.request.sampling); !s.ok()) return s;
+  PAGODA_ASSIGN(out.tools, ParseChatTools(body));
   return out;
 }
 
@@ -306,6 +306,7 @@ absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const json& body)
     } else {
       return Bad(field + ".content", "must be a string, null or an array of text parts");
     }
+    if (absl::Status s = ParseMessageToolFields(m, field, &out); !s.ok()) return s;
     messages.push_back(std::move(out));
   }
   return messages;

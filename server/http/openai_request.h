@@ -5,11 +5,13 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
+#include "server/http/openai_tools.h"
 
 namespace pagoda::server::http {
 
@@ -19,6 +21,9 @@ struct OpenAiRequest {
   bool stream = false;         // "stream"
   bool include_usage = false;  // "stream_options": {"include_usage": true}
   bool echo = false;           // completions' "echo": the choices' text starts with the prompt
+  // Chat's tools, tool_choice and parallel_tool_calls (openai_tools.h); unset: no tools.
+  // Applied to `request` once the model's tool-call format is known (ApplyChatTools).
+  std::optional<ChatToolsRequest> tools;
 };
 
 // /v1/completions: prompt (a string, one string in an array, token ids, or one array of
@@ -35,11 +40,13 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body)
 // /v1/chat/completions: messages plus the fields above (max_completion_tokens or
 // max_tokens, unset = up to the context), add_generation_prompt (extension, default true),
 // logprobs (true/false) with top_logprobs (0..20; only with logprobs true) instead of the
-// completions' integer logprobs.
+// completions' integer logprobs, and tools / tool_choice / parallel_tool_calls
+// (ParseChatTools).
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);
 
 // The "messages" array: objects with a string role and content that is a string, null, or
-// an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp).
+// an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp), and
+// the tool fields tool_calls and tool_call_id (ParseMessageToolFields).
 absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const nlohmann::json& body);
 
 }  // namespace pagoda::server::http

@@ -28,6 +28,11 @@ ResponseFormatter::ResponseFormatter(ApiKind kind, std::string id, int64_t creat
                                      std::string model)
     : kind_(kind), id_(std::move(id)), created_(created), model_(std::move(model)) {}
 
+void ResponseFormatter::set_tool_calls(ToolCallParsing parsing, chat::ToolCallIdSource ids) {
+  tool_calls_ = parsing;
+  tool_call_ids_ = std::move(ids);
+}
+
 json ResponseFormatter::Envelope(bool chunk) const {
   const char* object = kind_ == ApiKind::kCompletion ? "text_completion"
                        : chunk                       ? "chat.completion.chunk"
@@ -46,15 +51,14 @@ std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
   json out = Envelope(false);
   json choices = json::array();
   for (size_t i = 0; i < texts.size(); ++i) {
-    const std::string& reason = i < finish_reasons.size() ? finish_reasons[i] : std::string();
-    json choice = {{"index", i},
-                   {"logprobs", i < logprobs.size() ? logprobs[i] : json(nullptr)},
-                   {"finish_reason", FinishReason(reason)}};
+    std::string reason = i < finish_reasons.size() ? finish_reasons[i] : std::string();
+    json choice = {{"index", i}, {"logprobs", i < logprobs.size() ? logprobs[i] : json(nullptr)}};
     if (kind_ == ApiKind::kCompletion) {
       choice["text"] = texts[i];
     } else {
-      choice["message"] = {{"role", "assistant"}, {"content", texts[i]}};
+      choice["message"] = AssistantMessage(texts[i], tool_calls_, tool_call_ids_, &reason);
     }
+    choice["finish_reason"] = FinishReason(reason);
     choices.push_back(std::move(choice));
   }
   out["choices"] = std::move(choices);
@@ -75,6 +79,20 @@ std::string ResponseFormatter::Chunk(int32_t index, const std::string& text,
         (text.empty() && !finish_reason.empty()) ? json::object() : json{{"content", text}};
   }
   out["choices"] = json::array({choice});
+  if (usage_null) out["usage"] = nullptr;
+  return Event(out);
+}
+
+std::string ResponseFormatter::DeltaChunk(int32_t index, const chat::ToolCallStreamDelta& delta,
+                                          bool usage_null, const json& logprobs) const {
+  json out = Envelope(true);
+  json d = json::object();
+  if (!delta.content.empty()) d["content"] = delta.content;
+  if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallDeltasJson(delta.tool_calls);
+  out["choices"] = json::array({{{"index", index},
+                                 {"delta", std::move(d)},
+                                 {"logprobs", logprobs},
+                                 {"finish_reason", nullptr}}});
   if (usage_null) out["usage"] = nullptr;
   return Event(out);
 }

@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "chat/tool_call_id.h"
 #include "engine/request.h"
+#include "server/http/openai_tools.h"
 
 namespace pagoda::server::http {
 
@@ -25,9 +28,14 @@ class ResponseFormatter {
  public:
   ResponseFormatter(ApiKind kind, std::string id, int64_t created, std::string model);
 
+  // Chat: the texts' tool calls are parsed out as `parsing` says (AssistantMessage), with
+  // ids from `ids`.
+  void set_tool_calls(ToolCallParsing parsing,
+                      chat::ToolCallIdSource ids = chat::RandomToolCallIds());
+
   // The whole non-streamed response: "text_completion" or "chat.completion", choice i
-  // with texts[i], finish_reasons[i] (same sizes) and logprobs[i] (null or absent: none;
-  // openai_logprobs.h).
+  // with texts[i], finish_reasons[i] (same sizes; "tool_calls" when the text holds tool
+  // calls) and logprobs[i] (null or absent: none; openai_logprobs.h).
   std::string Full(const std::vector<std::string>& texts,
                    const std::vector<std::string>& finish_reasons, const engine::Usage& usage,
                    const std::vector<nlohmann::json>& logprobs = {}) const;
@@ -37,6 +45,10 @@ class ResponseFormatter {
   // of the tokens whose text it carries (openai_logprobs.h), or null.
   std::string Chunk(int32_t index, const std::string& text, const std::string& finish_reason,
                     bool usage_null, const nlohmann::json& logprobs = nullptr) const;
+  // Chat: an SSE event carrying `delta`'s content and tool calls (ToolCallStreams) of
+  // choice `index`, with finish_reason null; otherwise as Chunk.
+  std::string DeltaChunk(int32_t index, const chat::ToolCallStreamDelta& delta, bool usage_null,
+                         const nlohmann::json& logprobs = nullptr) const;
   // Chat's first SSE event of choice `index`: the assistant role with empty content.
   std::string RoleChunk(int32_t index, bool usage_null) const;
   // The last SSE event before [DONE] when include_usage: no choices, the usage.
@@ -55,6 +67,8 @@ class ResponseFormatter {
   std::string id_;
   int64_t created_;
   std::string model_;
+  std::optional<ToolCallParsing> tool_calls_;
+  chat::ToolCallIdSource tool_call_ids_;
 };
 
 }  // namespace pagoda::server::http

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
+#include "server/http/openai_tools.h"
 
 namespace pagoda::server::http {
 namespace {
@@ -105,7 +106,12 @@ absl::StatusOr<std::string> ApplyTemplateBody(const engine::Engine& engine, cons
   if (auto it = body.find("add_generation_prompt"); it != body.end() && it->is_boolean()) {
     add_generation_prompt = it->get<bool>();
   }
-  absl::StatusOr<std::string> prompt = engine.RenderChat(*messages, add_generation_prompt);
+  absl::StatusOr<std::optional<ChatToolsRequest>> tools = ParseChatTools(body);
+  if (!tools.ok()) return tools.status();
+  std::optional<nlohmann::ordered_json> tools_json;
+  if (tools->has_value()) tools_json = chat::ToolsTemplateJson((*tools)->tools);
+  absl::StatusOr<std::string> prompt = engine.RenderChat(
+      *messages, add_generation_prompt, tools_json.has_value() ? &*tools_json : nullptr);
   if (!prompt.ok()) return prompt.status();
   return Dump({{"prompt", *prompt}});
 }

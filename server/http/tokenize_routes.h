@@ -24,7 +24,8 @@ absl::StatusOr<std::string> TokenizeBody(const engine::Engine& engine, const nlo
 absl::StatusOr<std::string> DetokenizeBody(const engine::Engine& engine,
                                            const nlohmann::json& body);
 
-// POST /apply-template: {"messages": [...], "add_generation_prompt": bool} ->
+// POST /apply-template: {"messages": [...], "add_generation_prompt": bool, "tools": [...]}
+// (tools as chat completions take them, given to the template) ->
 // {"prompt": text} (Engine::RenderChat).
 absl::StatusOr<std::string> ApplyTemplateBody(const engine::Engine& engine,
                                               const nlohmann::json& body);
