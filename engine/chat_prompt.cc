@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "chat/chat_template.h"
 #include "chat/template_source.h"
+#include "chat/tool_prompt.h"
 #include "model/gguf.h"
 
 namespace pagoda::engine {
@@ -110,6 +111,7 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufF
           absl::StrCat("chat_template (--chat-template): ", t.status().message()));
     }
     p->template_ = std::make_unique<chat::ChatTemplate>(*std::move(t));
+    p->reads_tools_ = chat::TemplateReadsTools(override_source);
     return p;
   }
   absl::StatusOr<std::string> source = chat::ChatTemplateFromGguf(file);
@@ -127,6 +129,7 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const gguf::GgufF
     return p;
   }
   p->template_ = std::make_unique<chat::ChatTemplate>(*std::move(t));
+  p->reads_tools_ = chat::TemplateReadsTools(p->template_->source());
   return p;
 }
 
@@ -152,9 +155,17 @@ absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(
                               .eos_token = eos_text_,
                               .strip_leading_bos = strip_bos_,
                               .now = std::time(nullptr)};
-  if (tools != nullptr) options.tools = *tools;
-  absl::StatusOr<chat::RenderedChat> out =
-      template_->RenderJsonWithSpans(MessagesJson(messages), options);
+  nlohmann::json turns = MessagesJson(messages);
+  if (tools != nullptr && reads_tools_) options.tools = *tools;
+  if (tools != nullptr && !reads_tools_) {
+    const std::string offer = chat::ToolsSystemPrompt(*tools, tool_call_format_);
+    if (turns[0]["role"] == "system") {
+      turns[0]["content"] = absl::StrCat(messages[0].content, "\n\n", offer);
+    } else {
+      turns.insert(turns.begin(), nlohmann::json{{"role", "system"}, {"content", offer}});
+    }
+  }
+  absl::StatusOr<chat::RenderedChat> out = template_->RenderJsonWithSpans(turns, options);
   if (!out.ok()) {
     return absl::Status(out.status().code(), absl::StrCat("messages: ", out.status().message()));
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "chat/tool_call_format.h"
 #include "engine/request.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json_fwd.hpp"
@@ -67,6 +68,11 @@ class ChatPrompt {
       const nlohmann::ordered_json* tools = nullptr) const;
   // The template's source; "" when there is no usable template.
   std::string_view source() const;
+  // False when the template never reads `tools` (chat::TemplateReadsTools): then a
+  // request's tools are offered in a system message (chat::ToolsSystemPrompt) written for
+  // the format set here, merged into the conversation's own system message when it has one.
+  bool reads_tools() const { return reads_tools_; }
+  void set_tool_call_format(chat::ToolCallFormat format) { tool_call_format_ = format; }
 
  private:
   ChatPrompt() = default;
@@ -75,6 +81,8 @@ class ChatPrompt {
   std::string bos_text_;
   std::string eos_text_;
   bool strip_bos_ = false;
+  bool reads_tools_ = false;
+  chat::ToolCallFormat tool_call_format_ = chat::ToolCallFormat::kNone;
 };
 
 }  // namespace pagoda::engine

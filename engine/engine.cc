@@ -110,8 +110,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         engine->chat_,
         ChatPrompt::Create(*file, config.chat_template, std::string(tok.Piece(tok.bos_id())),
                            std::string(tok.Piece(tok.eos_id())), tok.add_bos()));
-    engine->tool_call_format_ =
-        config.tool_call_format.value_or(chat::DetectToolCallFormat(engine->chat_->source()));
+    // A template that never reads `tools` gets them in a system message, in Hermes form.
+    engine->tool_call_format_ = config.tool_call_format.value_or(
+        engine->chat_->reads_tools() ? chat::DetectToolCallFormat(engine->chat_->source())
+                                     : chat::ToolCallFormat::kHermes);
+    engine->chat_->set_tool_call_format(engine->tool_call_format_);
   }
   {
     MutexLock lock(&engine->mu_);

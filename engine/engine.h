@@ -96,7 +96,8 @@ struct EngineConfig {
   // empty = the model's.
   std::string chat_template;
   // How the model writes tool calls (--tool-call-parser); unset = read from the chat
-  // template's source (chat::DetectToolCallFormat).
+  // template's source (chat::DetectToolCallFormat), or Hermes for a template that never
+  // reads `tools` (it is then told the syntax in a system message, engine/chat_prompt.h).
   std::optional<chat::ToolCallFormat> tool_call_format;
   StepObserver* step_observer = nullptr;
   // Tests only: a deliberate bug (engine/injected_fault.h) the differential tester must catch.
@@ -215,7 +216,7 @@ class Engine final : public EngineClient {
   // vocabulary; may be part of a UTF-8 character (a byte token).
   std::string TokenBytes(int32_t id) const;
   // The tool-call format of the model's output: EngineConfig::tool_call_format, or what the
-  // chat template teaches (kNone without a usable template).
+  // chat template teaches (Hermes for one that never reads `tools`).
   chat::ToolCallFormat tool_call_format() const { return tool_call_format_; }
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;

@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -350,8 +351,48 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
   return *kGrammar;
 }
 
+namespace {
+
+// What walking `value` costs: its nesting depth, and Σ members² over its objects (what an
+// order-keeping parse costs). Iterative: the text may nest far deeper than a stack allows.
+struct Shape {
+  int64_t depth = 0;
+  int64_t member_work = 0;
+};
+
+Shape ShapeOf(const nlohmann::json& value) {
+  Shape shape;
+  std::vector<std::pair<const nlohmann::json*, int64_t>> todo = {{&value, 1}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    shape.depth = std::max(shape.depth, depth);
+    if (v->is_object()) shape.member_work += static_cast<int64_t>(v->size()) * v->size();
+    for (const nlohmann::json& child : *v) todo.emplace_back(&child, depth + 1);
+  }
+  return shape;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_view schema,
                                                                  const SchemaLimits& limits) {
+  // A map-keyed parse first (n log n whatever the shape) prices the ordered one.
+  const nlohmann::json unordered = nlohmann::json::parse(schema.begin(), schema.end(), nullptr,
+                                                         /*allow_exceptions=*/false);
+  if (unordered.is_discarded()) return absl::InvalidArgumentError("json schema: not valid JSON");
+  const Shape shape = ShapeOf(unordered);
+  if (shape.depth > limits.max_text_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "json schema: nests ", shape.depth, " levels deep; at most ", limits.max_text_depth));
+  }
+  if (shape.member_work > limits.max_member_work) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json schema: its objects are too large (the sum of their member counts "
+                     "squared is ",
+                     shape.member_work, "; at most ", limits.max_member_work, ")"));
+  }
   const Json root = Json::parse(schema.begin(), schema.end(), nullptr,
                                 /*allow_exceptions=*/false);
   if (root.is_discarded()) return absl::InvalidArgumentError("json schema: not valid JSON");

@@ -15,8 +15,12 @@ namespace pagoda::grammar {
 // Budgets on what a schema may cost to compile.
 struct SchemaLimits {
   int max_depth = 64;             // nesting of subschemas (and $ref expansions)
+  int max_text_depth = 160;       // nesting of the schema's JSON text (objects and arrays)
   int max_repeat = 2048;          // largest finite minItems/maxItems/minLength/maxLength
   size_t max_elements = 1 << 20;  // grammar size
+  // Objects are parsed keeping their key order, which costs each object its member count
+  // squared: at most this much in all (a 4096-member object costs 1 << 24).
+  int64_t max_member_work = int64_t{1} << 25;
 };
 
 // Any JSON object: "{" ... "}" with any members, values of any type.
@@ -25,7 +29,8 @@ std::shared_ptr<const Grammar> JsonObjectGrammar();
 // The language of JSON texts valid against `schema` (JSON text of the schema itself).
 // InvalidArgument naming the keyword and its place ("json schema: unsupported keyword
 // 'minimum' at /properties/age") for keywords outside the subset, malformed values, a
-// dangling $ref, a left-recursive $ref, or a schema over `limits`.
+// dangling $ref, a left-recursive $ref, or a schema over `limits` (objects too large to
+// parse in order included).
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_view schema,
                                                                  const SchemaLimits& limits = {});
 

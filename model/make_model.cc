@@ -115,6 +115,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {"76m", 512, 768, 12, 12, 4, 2048, 4096, false,
        "~76M parameters, vocab 512: the CPU serving comparison with llama.cpp (docs/BENCH.md)"},
       {"1b", 32000, 2048, 16, 16, 2, 8192, 8192, true, "~1B parameters, head_dim 128, GQA 8:1"},
+      {"llama3-1b", 128256, 2048, 16, 32, 8, 8192, 8192, true,
+       "Llama-3.2-1B shapes (~1.2B parameters, the 128k Llama 3 vocabulary's logits)"},
       {"8b", 128256, 4096, 32, 32, 8, 14336, 8192, false,
        "Llama-3-8B shapes (~8B parameters), for memory measurements"},
   };

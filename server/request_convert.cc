@@ -3,10 +3,42 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/status_details.h"
 
 namespace pagoda::server {
+namespace {
+
+// response_format's grammar, or null when unset. InvalidArgument naming the field and what
+// the compiler refused.
+absl::StatusOr<std::shared_ptr<const grammar::Grammar>> ToGrammar(
+    const internal::RawResponseFormat& format) {
+  using Format = internal::RawResponseFormat;
+  absl::StatusOr<std::shared_ptr<const grammar::Grammar>> compiled;
+  const char* field = "";
+  switch (format.format_case()) {
+    case Format::FORMAT_NOT_SET:
+      return nullptr;
+    case Format::kJsonObject:
+      return grammar::JsonObjectGrammar();
+    case Format::kJsonSchema:
+      field = "response_format.json_schema";
+      compiled = grammar::CompileJsonSchema(format.json_schema());
+      break;
+    case Format::kGrammar:
+      field = "response_format.grammar";
+      compiled = grammar::CompileGbnf(format.grammar());
+      break;
+  }
+  if (!compiled.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", compiled.status().message()));
+  }
+  return compiled;
+}
+
+}  // namespace
 
 absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGenerateRequest& raw) {
   engine::GenerationRequest r;
@@ -34,6 +66,11 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   r.parse_special = !raw.has_parse_special() || raw.parse_special();
   r.priority = raw.priority();
   if (raw.has_n()) r.n = raw.n();
+  if (raw.has_response_format()) {
+    absl::StatusOr<std::shared_ptr<const grammar::Grammar>> g = ToGrammar(raw.response_format());
+    if (!g.ok()) return g.status();
+    s.grammar = *std::move(g);
+  }
   return r;
 }
 

@@ -1,7 +1,9 @@
 #include "tests/engine_test_util.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
@@ -113,6 +115,59 @@ bool WaitForIdle(engine::Engine& engine) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   return false;
+}
+
+std::unique_ptr<gguf::GgufFile> QwenVocabModel(const std::string& chat_template) {
+  auto vocab = gguf::GgufFile::Open(ModelsDir() + "/vocab/ggml-vocab-qwen2.gguf");
+  EXPECT_TRUE(vocab.ok()) << vocab.status();
+  if (!vocab.ok()) return nullptr;
+  absl::StatusOr<std::vector<std::string>> tokens =
+      (*vocab)->GetStringArray("tokenizer.ggml.tokens");
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  if (!tokens.ok()) return nullptr;
+  model::ModelPreset preset = *model::FindPreset("tiny");
+  preset.vocab_size = static_cast<int32_t>(tokens->size());
+  preset.tied_embeddings = true;
+  auto made = model::MakeModel(preset, 0, gguf::TensorType::kF32);
+  EXPECT_TRUE(made.ok()) << made.status();
+  auto base = gguf::GgufFile::FromBytes(made->Serialize());
+  EXPECT_TRUE(base.ok()) << base.status();
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : (*base)->metadata()) {
+    if (absl::StartsWith(key, "tokenizer.")) continue;
+    if (key == "general.architecture") {
+      w.AddString(key, "qwen2");
+    } else if (absl::StartsWith(key, "llama.")) {
+      w.AddValue("qwen2." + key.substr(6), value);
+    } else {
+      w.AddValue(key, value);
+    }
+  }
+  for (const auto& [key, value] : (*vocab)->metadata()) {
+    // The vocabulary file carries a template of its own: ours (or none) replaces it.
+    if (absl::StartsWith(key, "tokenizer.") && key != "tokenizer.chat_template") {
+      w.AddValue(key, value);
+    }
+  }
+  if (!chat_template.empty()) w.AddString("tokenizer.chat_template", chat_template);
+  for (const gguf::TensorInfo& t : (*base)->tensors()) {
+    w.AddTensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  }
+  std::vector<float> bias(tokens->size(), 0.f);
+  bias[kQwenImEnd] = 100.f;
+  std::vector<uint8_t> bytes(bias.size() * sizeof(float));
+  std::memcpy(bytes.data(), bias.data(), bytes.size());
+  w.AddTensor("output.bias", {bias.size()}, gguf::TensorType::kF32, std::move(bytes));
+  auto file = gguf::GgufFile::FromBytes(w.Serialize());
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *std::move(file) : nullptr;
+}
+
+std::unique_ptr<engine::Engine> QwenVocabEngine(const std::string& chat_template,
+                                                engine::EngineConfig config) {
+  std::unique_ptr<gguf::GgufFile> file = QwenVocabModel(chat_template);
+  if (file == nullptr) return nullptr;
+  return Start(std::move(file), std::move(config));
 }
 
 }  // namespace pagoda::testing

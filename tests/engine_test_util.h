@@ -10,6 +10,10 @@
 #include "engine/collecting_sink.h"
 #include "engine/engine.h"
 
+namespace pagoda::gguf {
+class GgufFile;
+}  // namespace pagoda::gguf
+
 namespace pagoda::testing {
 
 // A started CPU engine (2 threads) serving stories260K.gguf.
@@ -24,6 +28,16 @@ std::unique_ptr<engine::Engine> ModelEngine(const std::string& file_name,
 // A started CPU engine serving make-model preset `preset` (seed 0, f32).
 std::unique_ptr<engine::Engine> PresetEngine(const std::string& preset,
                                              engine::EngineConfig config = {});
+
+// Qwen2's end-of-turn token <|im_end|>.
+inline constexpr int32_t kQwenImEnd = 151645;
+// The tiny preset as a qwen2 model over Qwen2's real vocabulary (tests/data vocab.tar.xz;
+// 152k byte-level BPE tokens) with random weights, `chat_template` (none when empty) and
+// an output bias that makes <|im_end|> the most likely token after any prompt.
+std::unique_ptr<gguf::GgufFile> QwenVocabModel(const std::string& chat_template);
+// A started CPU engine (2 threads) serving QwenVocabModel(chat_template).
+std::unique_ptr<engine::Engine> QwenVocabEngine(const std::string& chat_template,
+                                                engine::EngineConfig config = {});
 
 // A greedy request for `prompt` token ids producing exactly `max_tokens` tokens.
 engine::GenerationRequest GreedyRequest(std::vector<int32_t> prompt, int32_t max_tokens,

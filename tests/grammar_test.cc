@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -89,6 +90,24 @@ TEST(JsonSchemaTest, RefusesMalformedSchemas) {
     EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(g.status().message(), HasSubstr(message)) << schema;
   }
+}
+
+// Texts a hostile caller could send: nesting past any stack, and objects whose in-order
+// parse would cost members squared (50,000 members: seconds).
+TEST(JsonSchemaTest, RefusesTextsTooDeepOrWithObjectsTooLarge) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto nested = CompileJsonSchema(absl::StrCat(R"({"const": )", deep, "}"));
+  ASSERT_FALSE(nested.ok());
+  EXPECT_EQ(nested.status().message(), "json schema: nests 100001 levels deep; at most 160");
+  std::string wide = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 50000; ++i) absl::StrAppend(&wide, i ? "," : "", "\"p", i, "\": {}");
+  auto large = CompileJsonSchema(wide + "}}");
+  ASSERT_FALSE(large.ok());
+  EXPECT_THAT(large.status().message(), HasSubstr("json schema: its objects are too large"));
+  // A schema with 500 properties is still fine.
+  std::string fine = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 500; ++i) absl::StrAppend(&fine, i ? "," : "", "\"p", i, "\": {}");
+  EXPECT_TRUE(CompileJsonSchema(fine + "}}").ok());
 }
 
 TEST(JsonSchemaTest, ObjectMembersInOrderOptionalOnesMayBeLeftOut) {

@@ -12,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/server.h"
@@ -79,12 +81,23 @@ std::vector<json> Events(absl::string_view data) {
 
 class HttpToolsTest : public ::testing::Test {
  protected:
-  void StartServer(std::optional<chat::ToolCallFormat> format = std::nullopt) {
+  void StartServer(std::optional<chat::ToolCallFormat> format = std::nullopt,
+                   const std::string& chat_template = "Qwen-Qwen2.5-7B-Instruct.jinja") {
     engine::EngineConfig config;
     config.chat_template =
-        testing::ReadFileOrDie(testing::ModelPath("chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+        testing::ReadFileOrDie(testing::ModelPath("chat_templates/" + chat_template));
     config.tool_call_format = format;
-    engine_ = testing::StoriesEngine(config);
+    Serve(testing::StoriesEngine(config));
+  }
+
+  // A random model over Qwen2's real 152k vocabulary, with Qwen2.5's template.
+  void StartQwenVocabServer() {
+    Serve(testing::QwenVocabEngine(testing::ReadFileOrDie(
+        testing::ModelPath("chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"))));
+  }
+
+  void Serve(std::unique_ptr<engine::Engine> engine) {
+    engine_ = std::move(engine);
     ASSERT_NE(engine_, nullptr);
     auto server = server::Server::Start({.host = "127.0.0.1",
                                          .port = 0,
@@ -114,6 +127,55 @@ class HttpToolsTest : public ::testing::Test {
     auto [status, out] = Post("/v1/chat/completions", body);
     if (status != 400 || !out.is_object() || !out.contains("error")) return "";
     return out["error"].value("message", "");
+  }
+
+  // Streams `body` and checks that its deltas reassemble to `whole` (the non-streamed
+  // answer of the same body): the content, each call's name and arguments (the ids are
+  // drawn afresh), the finish reason. Returns the reassembled calls.
+  json StreamedCallsEqualWhole(json body, const json& whole) {
+    body["stream"] = true;
+    testing::RawReply raw = testing::RawHttp(server_->http_port(), "POST", "/v1/chat/completions",
+                                             body.dump(), kReceiveTimeout);
+    EXPECT_EQ(raw.status, 200) << raw.body;
+    std::string content;
+    json calls = json::array();
+    std::string finish_reason;
+    for (const json& e : Events(raw.body)) {
+      if (!e.is_object()) {
+        ADD_FAILURE() << raw.body;
+        return calls;
+      }
+      const json& c = e["choices"][0];
+      if (c["finish_reason"].is_string()) finish_reason = c["finish_reason"];
+      const json& delta = c["delta"];
+      if (delta.contains("content")) content += delta["content"].get<std::string>();
+      if (!delta.contains("tool_calls")) continue;
+      for (const json& d : delta["tool_calls"]) {
+        const size_t index = d["index"].get<size_t>();
+        if (d.contains("id")) {
+          EXPECT_EQ(index, calls.size()) << raw.body;
+          EXPECT_THAT(d["id"].get<std::string>(), StartsWith("call_"));
+          EXPECT_EQ(d["type"], "function");
+          calls.push_back({{"name", d["function"]["name"]}, {"arguments", ""}});
+        }
+        if (index >= calls.size()) {
+          ADD_FAILURE() << raw.body;
+          return calls;
+        }
+        calls[index]["arguments"] = calls[index]["arguments"].get<std::string>() +
+                                    d["function"]["arguments"].get<std::string>();
+      }
+    }
+    const json& message = whole["choices"][0]["message"];
+    EXPECT_EQ(finish_reason, whole["choices"][0]["finish_reason"]) << raw.body;
+    EXPECT_EQ(content, message["content"].is_null() ? "" : message["content"].get<std::string>());
+    json expected = json::array();
+    for (const json& call : message.value("tool_calls", json::array())) {
+      expected.push_back(
+          {{"name", call["function"]["name"]}, {"arguments", call["function"]["arguments"]}});
+    }
+    EXPECT_EQ(calls, expected) << body.dump();
+    return calls;
   }
 
   std::unique_ptr<engine::Engine> engine_;
@@ -249,6 +311,45 @@ TEST_F(HttpToolsTest, ForcedCallNeedsAToolCallFormat) {
   EXPECT_FALSE(out["choices"][0]["message"].contains("tool_calls"));
 }
 
+// Phi-3.5's template never reads `tools`: they go into the system message with the Hermes
+// call syntax, which is then parsed and (required) forced.
+TEST_F(HttpToolsTest, TemplateWithoutToolsGetsThemInASystemMessage) {
+  StartServer(std::nullopt, "microsoft-Phi-3.5-mini-instruct.jinja");
+  EXPECT_EQ(engine_->tool_call_format(), chat::ToolCallFormat::kHermes);
+  const json with_system = json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                        {{"role", "user"}, {"content", "Weather in Paris?"}}});
+  const std::vector<json> conversations = {with_system, UserTurn()};
+  for (const json& messages : conversations) {
+    auto [status, prompt] = Post("/apply-template", {{"messages", messages}, {"tools", Tools()}});
+    ASSERT_EQ(status, 200) << prompt.dump();
+    const std::string text = prompt["prompt"].get<std::string>();
+    const std::string offer = "<|system|>\n" +
+                              std::string(messages.size() == 2 ? "Be brief.\n\n" : "") +
+                              "You can use these functions; each is described by one JSON "
+                              "object on its own line:\n{\"type\":\"function\"";
+    EXPECT_THAT(text, StartsWith(offer));
+    EXPECT_THAT(text, HasSubstr(R"("name":"get_time")"));
+    EXPECT_THAT(text, HasSubstr("<tool_call>\n{\"name\": \"<function name>\", \"arguments\""));
+    EXPECT_THAT(text, HasSubstr("<|user|>\nWeather in Paris?<|end|>"));
+  }
+  // Without tools the prompt is the template's alone.
+  auto [plain_status, plain] = Post("/apply-template", {{"messages", UserTurn()}});
+  ASSERT_EQ(plain_status, 200);
+  EXPECT_THAT(plain["prompt"].get<std::string>(), StartsWith("<|user|>"));
+  for (int seed = 0; seed < 3; ++seed) {
+    auto [status, out] = Post("/v1/chat/completions", {{"messages", UserTurn()},
+                                                       {"tools", Tools()},
+                                                       {"tool_choice", "required"},
+                                                       {"temperature", 1.0},
+                                                       {"seed", seed},
+                                                       {"max_tokens", 200},
+                                                       {"parallel_tool_calls", false}});
+    ASSERT_EQ(status, 200) << out.dump();
+    EXPECT_EQ(out["choices"][0]["finish_reason"], "tool_calls") << out.dump();
+    CheckCalls(out["choices"][0]["message"]);
+  }
+}
+
 TEST_F(HttpToolsTest, ToolResultsAndCallsGoThroughTheTemplate) {
   StartServer();
   const json messages = json::array(
@@ -291,44 +392,51 @@ TEST_F(HttpToolsTest, StreamedDeltasReassembleToTheWholeAnswer) {
                    {"max_tokens", 120}};
       auto [status, whole] = Post("/v1/chat/completions", body);
       ASSERT_EQ(status, 200) << whole.dump();
-      body["stream"] = true;
-      testing::RawReply raw = testing::RawHttp(server_->http_port(), "POST", "/v1/chat/completions",
-                                               body.dump(), kReceiveTimeout);
-      ASSERT_EQ(raw.status, 200) << raw.body;
-      std::string content;
-      json calls = json::array();
-      std::string finish_reason;
-      for (const json& e : Events(raw.body)) {
-        ASSERT_TRUE(e.is_object()) << raw.body;
-        const json& c = e["choices"][0];
-        if (c["finish_reason"].is_string()) finish_reason = c["finish_reason"];
-        const json& delta = c["delta"];
-        if (delta.contains("content")) content += delta["content"].get<std::string>();
-        if (!delta.contains("tool_calls")) continue;
-        for (const json& d : delta["tool_calls"]) {
-          const size_t index = d["index"].get<size_t>();
-          if (d.contains("id")) {
-            ASSERT_EQ(index, calls.size()) << raw.body;
-            EXPECT_THAT(d["id"].get<std::string>(), StartsWith("call_"));
-            EXPECT_EQ(d["type"], "function");
-            calls.push_back({{"name", d["function"]["name"]}, {"arguments", ""}});
-          }
-          ASSERT_LT(index, calls.size()) << raw.body;
-          calls[index]["arguments"] = calls[index]["arguments"].get<std::string>() +
-                                      d["function"]["arguments"].get<std::string>();
-        }
-      }
-      const json& message = whole["choices"][0]["message"];
-      EXPECT_EQ(finish_reason, whole["choices"][0]["finish_reason"]) << raw.body;
-      EXPECT_EQ(content, message["content"].is_null() ? "" : message["content"].get<std::string>());
-      json expected = json::array();
-      for (const json& call : message.value("tool_calls", json::array())) {
-        expected.push_back(
-            {{"name", call["function"]["name"]}, {"arguments", call["function"]["arguments"]}});
-      }
-      EXPECT_EQ(calls, expected) << choice.dump() << " seed " << seed;
+      const json calls = StreamedCallsEqualWhole(body, whole);
       if (choice != "auto") EXPECT_FALSE(calls.empty());
     }
+  }
+}
+
+// The same through a real 152k vocabulary (Qwen2's byte-level BPE, random weights): schema
+// outputs validate, json_object parses, a required call parses and validates, and streamed
+// deltas reassemble to the whole answer.
+TEST_F(HttpToolsTest, QwenVocabularyModelFollowsSchemasAndCalls) {
+  StartQwenVocabServer();
+  for (int seed = 0; seed < 3; ++seed) {
+    json body = {{"messages", UserTurn()},
+                 {"temperature", 1.0},
+                 {"seed", seed},
+                 {"max_tokens", 300},
+                 {"response_format",
+                  {{"type", "json_schema"},
+                   {"json_schema", {{"name", "weather"}, {"schema", WeatherSchema()}}}}}};
+    auto [status, out] = Post("/v1/chat/completions", body);
+    ASSERT_EQ(status, 200) << out.dump();
+    EXPECT_EQ(out["choices"][0]["finish_reason"], "stop") << out.dump();
+    const std::string text = out["choices"][0]["message"]["content"].get<std::string>();
+    const json value = json::parse(text, nullptr, false);
+    EXPECT_EQ(grammar::testing::CheckSchema(value, WeatherSchema(), WeatherSchema()), "") << text;
+
+    body["response_format"] = {{"type", "json_object"}};
+    auto [object_status, object] = Post("/v1/chat/completions", body);
+    ASSERT_EQ(object_status, 200) << object.dump();
+    if (object["choices"][0]["finish_reason"] == "stop") {
+      const std::string object_text = object["choices"][0]["message"]["content"];
+      EXPECT_TRUE(json::parse(object_text, nullptr, false).is_object()) << object_text;
+    } else {  // cut inside a string: a prefix of one
+      EXPECT_EQ(object["choices"][0]["finish_reason"], "length");
+      grammar::Matcher prefix(grammar::JsonObjectGrammar());
+      EXPECT_TRUE(prefix.Advance(object["choices"][0]["message"]["content"].get<std::string>()));
+    }
+
+    json call = {{"messages", UserTurn()}, {"tools", Tools()}, {"tool_choice", "required"},
+                 {"temperature", 1.0},     {"seed", seed},     {"max_tokens", 300}};
+    auto [call_status, whole] = Post("/v1/chat/completions", call);
+    ASSERT_EQ(call_status, 200) << whole.dump();
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls") << whole.dump();
+    CheckCalls(whole["choices"][0]["message"]);
+    EXPECT_FALSE(StreamedCallsEqualWhole(call, whole).empty());
   }
 }
 

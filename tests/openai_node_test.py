@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The official OpenAI Node.js client (npm `openai`, major version 6) against a live
 `pagoda serve --http-port`: installs the client into the build tree (once), starts the
-daemon on stories260K with a chat template and two tenants, and runs
-tests/openai_node/calls.mjs (models, completions and chat whole and streamed until
-finish_reason, n = 2, logprobs, logit_bias, echo, errors by class, abort).
+daemon on stories260K with a chat template and two tenants, and runs one script of
+tests/openai_node/ (--script): calls.mjs (models, completions and chat whole and streamed
+until finish_reason, n = 2, logprobs, logit_bias, echo, errors by class, abort) or tools.mjs
+(structured outputs and tool calls, read by the client's parse() and stream helpers; needs
+a template whose tool-call format pagoda knows, such as Qwen2.5's Hermes).
 
 Exit status 77 (ctest: skipped, with the reason printed) when node or npm is missing or
 the npm registry cannot be reached."""
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -30,8 +33,11 @@ def skip(reason):
 
 def install_client(work):
     package = os.path.join(work, "node_modules", "openai", "package.json")
+    os.makedirs(work, exist_ok=True)
+    # Tests sharing the folder may run at once (ctest -j): one installs, the others wait.
+    lock = open(os.path.join(work, ".install.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     if not os.path.exists(package):
-        os.makedirs(work, exist_ok=True)
         try:
             r = subprocess.run(["npm", "install", "--prefix", work, "--no-audit", "--no-fund",
                                 "--loglevel", "error", CLIENT],
@@ -40,6 +46,8 @@ def install_client(work):
             skip(f"npm install {CLIENT} timed out (no registry?)")
         if r.returncode != 0 or not os.path.exists(package):
             skip(f"npm install {CLIENT} failed: {r.stderr.strip()[-500:]}")
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
     with open(package) as f:
         return json.load(f)["version"]
 
@@ -54,14 +62,15 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--chat-template", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--script", default="calls.mjs", help="a script of tests/openai_node/")
     args = p.parse_args()
     if shutil.which("node") is None or shutil.which("npm") is None:
         skip("node or npm is not installed")
     version = install_client(args.work)
     print(f"openai (Node.js) {version}, node {subprocess.check_output(['node', '--version'], text=True).strip()}")
-    script = os.path.join(args.work, "calls.mjs")  # beside node_modules, where import finds it
+    script = os.path.join(args.work, args.script)  # beside node_modules, where import finds it
     shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), "openai_node",
-                                 "calls.mjs"), script)
+                                 args.script), script)
     with tempfile.TemporaryDirectory() as tmp:
         tenants = os.path.join(tmp, "tenants.json")
         with open(tenants, "w") as f:

@@ -35,8 +35,9 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
   };
   absl::StatusOr<nlohmann::json> json = ParseJsonBody(body);
   if (!json.ok()) return refuse(json.status());
-  absl::StatusOr<OpenAiRequest> parsed =
-      kind == ApiKind::kChat ? ParseChatCompletionRequest(*json) : ParseCompletionRequest(*json);
+  absl::StatusOr<OpenAiRequest> parsed = kind == ApiKind::kChat
+                                             ? ParseChatCompletionRequest(*json, body)
+                                             : ParseCompletionRequest(*json, body);
   if (!parsed.ok()) return refuse(parsed.status());
   const std::string& served = context.deps().model_name;
   if (!parsed->model.empty() && parsed->model != served) {

@@ -235,7 +235,7 @@ absl::Status ChatLogprobs(const json& body, engine::SamplingParams* s) {
 
 }  // namespace
 
-absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body, std::string_view body_text) {
   OpenAiRequest out;
   if (absl::Status s = ParseCommon(body, &out); !s.ok()) return s;
   if (absl::Status s = ParsePrompt(body, &out.request); !s.ok()) return s;
@@ -247,7 +247,8 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
   std::optional<int32_t> k;
   PAGODA_ASSIGN(k, Int32(body, "logprobs"));
   if (k) out.request.sampling.logprobs = *k;
-  if (absl::Status s = ParseResponseFormat(body, &out.request.sampling); !s.ok()) return s;
+  if (absl::Status s = ParseResponseFormat(body, body_text, &out.request.sampling); !s.ok())
+    return s;
   std::optional<bool> echo;
   PAGODA_ASSIGN(echo, Bool(body, "echo"));
   out.echo = echo.value_or(false);
@@ -260,7 +261,8 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body) {
   return out;
 }
 
-absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body) {
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body,
+                                                         std::string_view body_text) {
   OpenAiRequest out;
   if (absl::Status s = ParseCommon(body, &out); !s.ok()) return s;
   PAGODA_ASSIGN(out.request.messages, ParseMessages(body));
@@ -270,7 +272,8 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body) {
   PAGODA_ASSIGN(b, Bool(body, "add_generation_prompt"));
   out.request.add_generation_prompt = b.value_or(true);
   if (absl::Status s = ChatLogprobs(body, &out.request.sampling); !s.ok()) return s;
-  if (absl::Status s = ParseResponseFormat(body, &out.request.sampling); !s.ok()) return s;
+  if (absl::Status s = ParseResponseFormat(body, body_text, &out.request.sampling); !s.ok())
+    return s;
   PAGODA_ASSIGN(out.tools, ParseChatTools(body));
   return out;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,15 +35,18 @@ struct OpenAiRequest {
 // most likely, 0..20 as vLLM), echo (the prompt's text, and with logprobs its tokens with
 // the first one's null, before the completion's; with echo max_tokens may be 0).
 // InvalidArgument naming the field for a wrong type, a temperature out of range or an
-// unsupported feature (suffix, ...).
-absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body);
+// unsupported feature (suffix, ...). `body_text`, when given, is the text `body` was parsed
+// from (a JSON Schema's key order is taken from it: ParseResponseFormat).
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body,
+                                                     std::string_view body_text = {});
 
 // /v1/chat/completions: messages plus the fields above (max_completion_tokens or
 // max_tokens, unset = up to the context), add_generation_prompt (extension, default true),
 // logprobs (true/false) with top_logprobs (0..20; only with logprobs true) instead of the
 // completions' integer logprobs, and tools / tool_choice / parallel_tool_calls
 // (ParseChatTools).
-absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body);
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body,
+                                                         std::string_view body_text = {});
 
 // The "messages" array: objects with a string role and content that is a string, null, or
 // an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp), and
