@@ -16,6 +16,7 @@
 // A benchmark prints numbers; it never fails on them.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -91,11 +92,17 @@ class TimingSink final : public engine::OutputSink {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
+// A comma-separated list of positive integers; anything else ends the program with the
+// reason (a typo must not silently shrink the measurement).
 std::vector<int32_t> ParseList(const std::string& s) {
   std::vector<int32_t> out;
   for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
     int32_t v;
-    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
+      std::fprintf(stderr, "not a list of positive integers: \"%s\"\n", s.c_str());
+      std::exit(2);
+    }
+    out.push_back(v);
   }
   return out;
 }
@@ -105,6 +112,10 @@ absl::StatusOr<gguf::GgufWriter> PresetModel() {
   auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
   if (!preset.ok()) return preset.status();
   const std::string d = absl::GetFlag(FLAGS_dtype);
+  if (d != "f32" && d != "f16" && d != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype must be f32, f16 or bf16, not \"", d, "\""));
+  }
   const gguf::TensorType type = d == "bf16"  ? gguf::TensorType::kBF16
                                 : d == "f16" ? gguf::TensorType::kF16
                                              : gguf::TensorType::kF32;
@@ -147,11 +158,20 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig 
   }
   kernels::BackendOptions options;
   const std::string device = absl::GetFlag(FLAGS_device);
+  const std::string matmul = absl::GetFlag(FLAGS_cpu_matmul);
+  if (device != "cpu" && device != "cuda" && device != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu, cuda or auto, not \"", device, "\""));
+  }
+  if (matmul != "auto" && matmul != "blas") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cpu_matmul must be auto or blas, not \"", matmul, "\""));
+  }
   options.device = device == "cuda"  ? kernels::DeviceKind::kCuda
                    : device == "cpu" ? kernels::DeviceKind::kCpu
                                      : kernels::DeviceKind::kAuto;
   options.num_threads = absl::GetFlag(FLAGS_threads);
-  options.cpu_blas_only = absl::GetFlag(FLAGS_cpu_matmul) == "blas";
+  options.cpu_blas_only = matmul == "blas";
   auto backend = kernels::CreateBackend(options);
   if (!backend.ok()) return backend.status();
   config.block_size = absl::GetFlag(FLAGS_block_size);

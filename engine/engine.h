@@ -57,13 +57,15 @@ class StepObserver {
 // True when all of `text` is valid UTF-8 (for the server, which never includes model/).
 bool IsValidUtf8(std::string_view text);
 
+// The defaults are the product's: `pagoda serve` with no flags runs exactly this config
+// (tools/engine_flags.h reads its defaults from here; tests/engine_flags_test.cc checks).
 struct EngineConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;       // KV blocks; wins over kv_cache_memory when > 0
   int64_t kv_cache_memory = 0;  // bytes for the KV cache; 0 = 1 GiB
   int32_t max_batched_tokens = 2048;
   int32_t max_seqs = 256;
-  int32_t max_queued_requests = 0;  // waiting requests at most; 0 = unbounded
+  int32_t max_queued_requests = 1024;  // waiting requests at most; 0 = unbounded
   // Sheddable tenants' requests are rejected while this many requests wait; 0 = max_seqs.
   int32_t shed_waiting_requests = 0;
   bool kv_cache = true;  // false: recompute every sequence at every step
@@ -76,15 +78,15 @@ struct EngineConfig {
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   // When blocks run out, the victim recomputes or swaps out to `swap_space` bytes of host
   // memory (page-locked on CUDA), recomputing when that is full; kAuto picks by backend
-  // (the CLI's default). Off when kv_cache is false.
-  PreemptionMode preemption_mode = PreemptionMode::kRecompute;
+  // (swap on CPU, recompute on CUDA). Off when kv_cache is false.
+  PreemptionMode preemption_mode = PreemptionMode::kAuto;
   // Bytes, refused beyond the host memory available; 0 = the KV cache's size, at most half
   // the host memory available.
   int64_t swap_space = 0;
   // Prefill pacing (engine/prefill_pacer.h): while decodes or short prompts share a step
   // with a long prompt's prefill, its chunk is sized so the step takes at most this many
   // times a step without it. 0 = off (chunks take the whole budget); otherwise > 1.
-  double max_decode_slowdown = 0;
+  double max_decode_slowdown = 1.5;
   // For tests: when set, every step takes its prefill limits from this (called on the
   // engine thread) instead of the pacer, which makes paced schedules reproducible.
   std::function<PrefillLimits()> prefill_limits_override;

@@ -75,7 +75,9 @@ TEST(EngineTest, ThirtyTwoPromptsTogetherEqualEachAlone) { ExpectBatchEqualsAlon
 
 TEST(EngineTest, ThirtyTwoPromptsWithPreemptionEqualEachAlone) {
   // 40 blocks of 4 tokens cannot hold 32 sequences of up to ~70 tokens: preemption.
-  const engine::EngineStats s = ExpectBatchEqualsAlone({.block_size = 4, .num_blocks = 40}, true);
+  const engine::EngineStats s = ExpectBatchEqualsAlone(
+      {.block_size = 4, .num_blocks = 40, .preemption_mode = engine::PreemptionMode::kRecompute},
+      true);
   EXPECT_EQ(s.num_swap_blocks, 0);
   EXPECT_EQ(s.num_swap_outs, 0);
 }
@@ -124,7 +126,13 @@ TEST(EngineTest, AutoPreemptionSwapsOnTheCpuIntoASpaceAsLargeAsTheCache) {
   ASSERT_NE(sized, nullptr);
   EXPECT_EQ(automatic->Stats().num_swap_blocks, 64);
   EXPECT_EQ(sized->Stats().num_swap_blocks, 10);
-  EXPECT_EQ(testing::StoriesEngine({.num_blocks = 64})->Stats().num_swap_blocks, 0);
+  // kAuto is the default (the product's: `pagoda serve` with no flags); recompute has none.
+  EXPECT_EQ(testing::StoriesEngine({.num_blocks = 64})->Stats().num_swap_blocks, 64);
+  EXPECT_EQ(testing::StoriesEngine(
+                {.num_blocks = 64, .preemption_mode = engine::PreemptionMode::kRecompute})
+                ->Stats()
+                .num_swap_blocks,
+            0);
 }
 
 TEST(EngineTest, ASwapSpaceTooSmallForOneBlockIsAnError) {

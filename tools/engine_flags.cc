@@ -9,6 +9,30 @@
 
 namespace pagoda::tools {
 
+std::string EngineFlags::PolicyKindFlag(engine::PolicyKind kind) {
+  switch (kind) {
+    case engine::PolicyKind::kFcfs:
+      return "fcfs";
+    case engine::PolicyKind::kFairShare:
+      return "fair";
+    case engine::PolicyKind::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::string EngineFlags::PreemptionModeFlag(engine::PreemptionMode mode) {
+  switch (mode) {
+    case engine::PreemptionMode::kRecompute:
+      return "recompute";
+    case engine::PreemptionMode::kSwap:
+      return "swap";
+    case engine::PreemptionMode::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--model", f->model,
                   "GGUF model file; empty serves the built-in default model (stories260K)");

@@ -12,29 +12,37 @@
 
 namespace pagoda::tools {
 
+// Every default comes from engine::EngineConfig's (the product's defaults, one place), so
+// the engine the tests build with EngineConfig{} is the one `pagoda serve` runs with no
+// flags (tests/engine_flags_test.cc).
 struct EngineFlags {
+  static inline const engine::EngineConfig kDefaults{};
   std::string model;  // empty = the built-in default model
   std::string device = "auto";
   int32_t threads = 0;
   std::string cpu_matmul = "auto";  // auto or blas
-  int32_t block_size = 16;
-  int32_t num_blocks = 0;
-  int64_t kv_cache_memory = 0;
-  int32_t max_batched_tokens = 2048;
-  int32_t max_seqs = 256;
-  double max_decode_slowdown = 1.5;  // 0 = no prefill pacing
-  std::string kv_cache = "on";
-  bool enable_prefix_caching = true;
-  std::string kv_cache_dtype = "auto";
-  std::string scheduling_policy = "auto";  // auto, fcfs or fair
-  std::string preemption_mode = "auto";    // auto, recompute or swap
-  double swap_space_gib = 0;               // host memory for swap; 0 = the KV cache's size
-  int32_t shed_waiting_requests = 0;
-  int64_t max_prompt_bytes = 0;  // 0 = what the context can hold
-  int32_t max_stop_strings = 16;
-  int32_t max_stop_string_bytes = 256;
+  int32_t block_size = kDefaults.block_size;
+  int32_t num_blocks = kDefaults.num_blocks;
+  int64_t kv_cache_memory = kDefaults.kv_cache_memory;
+  int32_t max_batched_tokens = kDefaults.max_batched_tokens;
+  int32_t max_seqs = kDefaults.max_seqs;
+  double max_decode_slowdown = kDefaults.max_decode_slowdown;  // 0 = no prefill pacing
+  std::string kv_cache = kDefaults.kv_cache ? "on" : "off";
+  bool enable_prefix_caching = kDefaults.enable_prefix_caching;
+  std::string kv_cache_dtype = kDefaults.kv_cache_dtype;
+  std::string scheduling_policy = PolicyKindFlag(kDefaults.policy);  // auto, fcfs or fair
+  std::string preemption_mode = PreemptionModeFlag(kDefaults.preemption_mode);  // auto, ...
+  double swap_space_gib = 0;  // host memory for swap; 0 = the KV cache's size
+  int32_t shed_waiting_requests = kDefaults.shed_waiting_requests;
+  int64_t max_prompt_bytes = kDefaults.max_prompt_bytes;  // 0 = what the context can hold
+  int32_t max_stop_strings = kDefaults.max_stop_strings;
+  int32_t max_stop_string_bytes = kDefaults.max_stop_string_bytes;
   std::string chat_template;  // a Jinja template file overriding the model's; empty = none
   std::string tool_call_parser = "auto";  // auto, none, hermes, llama3_json or mistral
+
+  // The flag spellings of the engine's enums.
+  static std::string PolicyKindFlag(engine::PolicyKind kind);
+  static std::string PreemptionModeFlag(engine::PreemptionMode mode);
 };
 
 // Adds --model, --device, --threads, --cpu-matmul, the engine sizing flags and the request

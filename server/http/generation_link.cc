@@ -29,7 +29,15 @@ void GenerationLink::OnOutput(engine::GenerationOutput output) {
     for (engine::TokenLogprob& lp : output.logprobs) sample.logprobs.push_back(std::move(lp));
     if (output.sample_finished()) sample.finish_reason = output.finish_reason;
   }
-  pending_.num_tokens += static_cast<int32_t>(output.token_ids.size());
+  if (const size_t n = output.token_ids.size(); n > 0) {
+    pending_.num_tokens += static_cast<int32_t>(n);
+    const absl::Time now = absl::Now();
+    if (last_token_time_ != absl::InfinitePast()) {
+      const double gap = absl::ToDoubleSeconds(now - last_token_time_) / static_cast<double>(n);
+      pending_.token_gaps.insert(pending_.token_gaps.end(), n, gap);
+    }
+    last_token_time_ = now;
+  }
   if (output.finished()) {
     pending_.finish_reason = output.finish_reason;
     pending_.error = output.error;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/request.h"
 
@@ -34,6 +36,11 @@ struct SampleDelta {
 struct OutputBatch {
   std::vector<SampleDelta> samples;  // one per sample of the request, by index
   int32_t num_tokens = 0;            // over all samples
+  // Inter-token latency, timed as the engine delivers (not when the connection wakes, which
+  // may merge deliveries): for each delivery after the request's first with tokens, the
+  // time since the previous one divided over its tokens, once per token (as gRPC's
+  // GenerateStream observes it).
+  std::vector<double> token_gaps;
   // The request's: set by its last delivery (every sample ended).
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
   absl::Status error;   // when finish_reason is kError
@@ -64,6 +71,7 @@ class GenerationLink final : public engine::OutputSink {
   std::optional<std::string> echo_;  // set before the engine delivers
   Mutex mu_;
   std::vector<bool> started_ ABSL_GUARDED_BY(mu_);  // per sample: delivered before
+  absl::Time last_token_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   OutputBatch pending_ ABSL_GUARDED_BY(mu_);
   bool wake_outstanding_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> wake_ ABSL_GUARDED_BY(mu_);

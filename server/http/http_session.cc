@@ -273,6 +273,7 @@ void HttpSession::OnWake() {
   if (batch.finished()) g.tokens->Settle();
   g.completion_tokens += batch.num_tokens;
   g.metrics->generation_tokens.fetch_add(batch.num_tokens);
+  for (const double gap : batch.token_gaps) g.metrics->inter_token_latency.Observe(gap);
   if (closed_ || !g.cut.ok()) {
     if (batch.finished()) FinishGeneration(batch);
     return;
