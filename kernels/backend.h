@@ -113,6 +113,13 @@ struct BackendOptions {
   int32_t num_threads = 0;     // CPU threads; 0 = one per hardware thread
   int32_t device_index = 0;    // CUDA device
   bool cpu_blas_only = false;  // CPU: every f32 product through OpenBLAS (A/B comparisons)
+  // CUDA settings (docs/GPU.md), as the flags --cuda-dtype (f32, bf16, f16),
+  // --cuda-attention (auto, generic) and --cuda-split-kv (auto, off, tokens) spell them;
+  // "" takes the environment variable PAGODA_CUDA_DTYPE / _ATTENTION / _SPLIT_KV, and when
+  // that is unset too the default (bf16, auto, auto).
+  std::string cuda_dtype;
+  std::string cuda_attention;
+  std::string cuda_split_kv;
 };
 
 // Whether this build has the CUDA backend (PAGODA_CUDA at configure time).

@@ -27,13 +27,11 @@
 #include "grpcpp/support/status.h"
 #include "pagoda/v1/generation.pb.h"
 #include "server/metrics.h"
+#include "server/stream_limits.h"
 #include "server/tenant_registry.h"
 #include "server/token_reservation.h"
 
 namespace pagoda::server {
-
-// Default of --max-unsent-bytes-per-stream.
-inline constexpr int64_t kDefaultMaxUnsentBytesPerStream = int64_t{1} << 20;
 
 // Shared by a service's streams. Once a drain deadline is set, a stream cancelled after it
 // before the engine finished it (gRPC's shutdown cancels the calls still open then) counts

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
+#include "server/stream_limits.h"
 #include "server/tenant_registry.h"
 
 namespace grpc {
@@ -50,7 +51,7 @@ struct ServerOptions {
   // A generation whose client leaves more output than this unread (queued or in flight) is
   // aborted and counted: gRPC streams end RESOURCE_EXHAUSTED naming the limit, HTTP
   // connections are closed (429 when no header was sent yet). 0 = no limit.
-  int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
+  int64_t max_unsent_bytes_per_stream = kDefaultMaxUnsentBytesPerStream;
   // Origins allowed to call the HTTP door from a browser (CORS); empty = none.
   std::vector<std::string> cors_allow_origins;
   // The clock the tenants' token buckets refill by (tests freeze it).

@@ -379,5 +379,25 @@ TEST(CudaOptionsTest, ReadsTheEnvironment) {
   EXPECT_LT(o->split_kv_partition, 0);
 }
 
+// Needs no device: the flags (BackendOptions) win over the environment, and errors name
+// where the value came from.
+TEST(CudaOptionsTest, FlagsWinOverTheEnvironment) {
+  setenv("PAGODA_CUDA_DTYPE", "f32", 1);
+  setenv("PAGODA_CUDA_SPLIT_KV", "64", 1);
+  auto o = CudaOptionsFrom({.cuda_dtype = "f16", .cuda_attention = "generic"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dtype, DType::kF16);
+  EXPECT_TRUE(o->generic_attention);
+  EXPECT_EQ(o->split_kv_partition, 64);  // no flag: the environment's
+  EXPECT_EQ(CudaOptionsFrom({.cuda_split_kv = "lots"}).status().message(),
+            "--cuda-split-kv lots: expected auto, off or a partition size in tokens");
+  setenv("PAGODA_CUDA_ATTENTION", "fast", 1);
+  EXPECT_EQ(CudaOptionsFrom({}).status().message(),
+            "PAGODA_CUDA_ATTENTION=fast: expected auto or generic");
+  unsetenv("PAGODA_CUDA_DTYPE");
+  unsetenv("PAGODA_CUDA_ATTENTION");
+  unsetenv("PAGODA_CUDA_SPLIT_KV");
+}
+
 }  // namespace
 }  // namespace pagoda::kernels

@@ -44,6 +44,17 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "CPU f32 products: auto (SIMD dot kernels at every batch size: batch "
                   "invariant) or blas (OpenBLAS always, for comparisons; not batch invariant)")
       ->check(CLI::IsMember({"auto", "blas"}));
+  cmd->add_option("--cuda-dtype", f->cuda_dtype,
+                  "CUDA element type of activations, weights and the KV cache: f32, bf16 or "
+                  "f16 (default: $PAGODA_CUDA_DTYPE, else bf16)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_option("--cuda-attention", f->cuda_attention,
+                  "CUDA attention kernel: auto, or generic for the CUDA-core one (default: "
+                  "$PAGODA_CUDA_ATTENTION, else auto)")
+      ->check(CLI::IsMember({"auto", "generic"}));
+  cmd->add_option("--cuda-split-kv", f->cuda_split_kv,
+                  "CUDA split-KV partition: auto, off or a size in tokens (default: "
+                  "$PAGODA_CUDA_SPLIT_KV, else auto)");
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--num-blocks", f->num_blocks,
@@ -180,6 +191,9 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
   } else if (f.cpu_matmul != "auto") {
     return absl::InvalidArgumentError("--cpu-matmul must be auto or blas");
   }
+  options.cuda_dtype = f.cuda_dtype;
+  options.cuda_attention = f.cuda_attention;
+  options.cuda_split_kv = f.cuda_split_kv;
   ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto engine,

@@ -21,6 +21,11 @@ struct EngineFlags {
   std::string device = "auto";
   int32_t threads = 0;
   std::string cpu_matmul = "auto";  // auto or blas
+  // CUDA settings; "" = the PAGODA_CUDA_* environment variable, else the default
+  // (kernels::BackendOptions).
+  std::string cuda_dtype;
+  std::string cuda_attention;
+  std::string cuda_split_kv;
   int32_t block_size = kDefaults.block_size;
   int32_t num_blocks = kDefaults.num_blocks;
   int64_t kv_cache_memory = kDefaults.kv_cache_memory;

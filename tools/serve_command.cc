@@ -28,7 +28,7 @@ struct ServeFlags {
   int32_t http_threads = 2;
   int32_t http_prepare_threads = 2;
   int32_t max_queued_requests = EngineFlags::kDefaults.max_queued_requests;
-  int64_t max_unsent_bytes_per_stream = int64_t{1} << 20;
+  int64_t max_unsent_bytes_per_stream = server::kDefaultMaxUnsentBytesPerStream;
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(30);
   std::string log_level = "info";

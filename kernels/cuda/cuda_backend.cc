@@ -59,42 +59,53 @@ absl::Status CudaDeviceAvailable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaOptions> CudaOptionsFromEnv() {
+absl::StatusOr<CudaOptions> CudaOptionsFrom(const BackendOptions& options) {
+  // The flag's value when given, else the environment's; `where` names the source.
+  struct Setting {
+    std::string value;
+    std::string where;
+  };
+  const auto setting = [](const std::string& flag_value, const char* flag, const char* env) {
+    if (!flag_value.empty()) return Setting{flag_value, absl::StrCat(flag, " ", flag_value)};
+    const std::string value = Env(env);
+    return Setting{value, absl::StrCat(env, "=", value)};
+  };
   CudaOptions o;
-  const std::string dtype = Env("PAGODA_CUDA_DTYPE");
-  if (dtype == "f32" || dtype == "fp32") {
+  const Setting dtype = setting(options.cuda_dtype, "--cuda-dtype", "PAGODA_CUDA_DTYPE");
+  if (dtype.value == "f32" || dtype.value == "fp32") {
     o.dtype = DType::kF32;
-  } else if (dtype == "f16" || dtype == "fp16") {
+  } else if (dtype.value == "f16" || dtype.value == "fp16") {
     o.dtype = DType::kF16;
-  } else if (dtype.empty() || dtype == "bf16") {
+  } else if (dtype.value.empty() || dtype.value == "bf16") {
     o.dtype = DType::kBF16;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PAGODA_CUDA_DTYPE=", dtype, ": expected f32, bf16 or f16"));
+    return absl::InvalidArgumentError(absl::StrCat(dtype.where, ": expected f32, bf16 or f16"));
   }
-  const std::string attention = Env("PAGODA_CUDA_ATTENTION");
-  if (attention == "generic") {
+  const Setting attention =
+      setting(options.cuda_attention, "--cuda-attention", "PAGODA_CUDA_ATTENTION");
+  if (attention.value == "generic") {
     o.generic_attention = true;
-  } else if (!attention.empty() && attention != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PAGODA_CUDA_ATTENTION=", attention, ": expected auto or generic"));
+  } else if (!attention.value.empty() && attention.value != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(attention.where, ": expected auto or generic"));
   }
-  const std::string split = Env("PAGODA_CUDA_SPLIT_KV");
+  const Setting split = setting(options.cuda_split_kv, "--cuda-split-kv", "PAGODA_CUDA_SPLIT_KV");
   int32_t tokens = 0;
-  if (split == "off") {
+  if (split.value == "off") {
     o.split_kv_partition = 0;
-  } else if (!split.empty() && split != "auto") {
-    if (!absl::SimpleAtoi(split, &tokens) || tokens <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PAGODA_CUDA_SPLIT_KV=", split, ": expected auto, off or a partition size in tokens"));
+  } else if (!split.value.empty() && split.value != "auto") {
+    if (!absl::SimpleAtoi(split.value, &tokens) || tokens <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(split.where, ": expected auto, off or a partition size in tokens"));
     }
     o.split_kv_partition = tokens;
   }
   return o;
 }
 
+absl::StatusOr<CudaOptions> CudaOptionsFromEnv() { return CudaOptionsFrom(BackendOptions{}); }
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options) {
-  absl::StatusOr<CudaOptions> cuda = CudaOptionsFromEnv();
+  absl::StatusOr<CudaOptions> cuda = CudaOptionsFrom(options);
   if (!cuda.ok()) return cuda.status();
   return CreateCudaBackend(options, *cuda);
 }

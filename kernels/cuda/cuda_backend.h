@@ -23,12 +23,15 @@ struct CudaOptions {
 
 // OK when a CUDA device can be used; otherwise Unavailable with the reason.
 absl::Status CudaDeviceAvailable();
-// CudaOptions from the environment: PAGODA_CUDA_DTYPE=f32|bf16|f16,
-// PAGODA_CUDA_ATTENTION=auto|generic, PAGODA_CUDA_SPLIT_KV=auto|off|<tokens>. InvalidArgument
-// for a value outside those.
+// CudaOptions from `options`' cuda_dtype (f32|bf16|f16), cuda_attention (auto|generic) and
+// cuda_split_kv (auto|off|<tokens>), each taken, when empty, from the environment variable
+// PAGODA_CUDA_DTYPE / PAGODA_CUDA_ATTENTION / PAGODA_CUDA_SPLIT_KV. InvalidArgument naming
+// the flag or the variable for a value outside those.
+absl::StatusOr<CudaOptions> CudaOptionsFrom(const BackendOptions& options);
+// CudaOptionsFrom with no flag set: the environment alone.
 absl::StatusOr<CudaOptions> CudaOptionsFromEnv();
-// A backend on device `options.device_index` with CudaOptionsFromEnv(); Unavailable when
-// there is no usable device.
+// A backend on device `options.device_index` with CudaOptionsFrom(options); Unavailable
+// when there is no usable device.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options);
 // As above with explicit CUDA settings.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options,

@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "server/http/generation_link.h"
 #include "server/metrics.h"
+#include "server/stream_limits.h"
 #include "server/tenant_registry.h"
 
 namespace pagoda::server::http {
@@ -52,7 +53,7 @@ struct SessionOptions {
   // Output bytes of a generation not yet taken by the client (held in the server, queued or
   // in flight, and in the socket's send queue); beyond it the request is aborted and the
   // connection closed (--max-unsent-bytes-per-stream). 0 = no limit.
-  int64_t max_unsent_bytes = int64_t{1} << 20;
+  int64_t max_unsent_bytes = kDefaultMaxUnsentBytesPerStream;
   // Origins whose browsers may call the OpenAI door (--cors-allow-origin; "*" = any, only
   // when given explicitly). Empty = no CORS headers, and OPTIONS is refused (405).
   std::vector<std::string> cors_allow_origins;
