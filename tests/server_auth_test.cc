@@ -328,6 +328,11 @@ TEST_F(ServerAuthTest, EngineQueueLimitGetsTheDefaultRetryInfo) {
     });
   });
   while (!running_started) absl::SleepFor(absl::Milliseconds(1));
+  // The first token reaches the client before the engine refreshes its counters after that
+  // step; until then admission still counts the running request as waiting.
+  while (engine_->Stats().num_running != 1 || engine_->Stats().num_waiting != 0) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   std::thread w([&] { queued = Generate(*c, Greedy("The dog", 4)); });
   while (engine_->Stats().num_waiting < 1) absl::SleepFor(absl::Milliseconds(1));
   const Streamed rejected = Generate(*c, Greedy("Lily", 4));
