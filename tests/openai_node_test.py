@@ -97,6 +97,9 @@ def main():
                 return 1
             r = subprocess.run(["node", script, f"http://127.0.0.1:{port}/v1", "sesame",
                                 "frugal"], timeout=300)
+            if r.returncode != 0:
+                print(f"node exited with status {r.returncode}; the daemon's log:\n"
+                      + open(log_path).read()[-4000:])
             return r.returncode
         finally:
             daemon.send_signal(signal.SIGTERM)

@@ -144,9 +144,15 @@ let chunks = 0;
 let aborted = false;
 try {
   for await (const chunk of long) {
-    if (++chunks === 2) controller.abort();
+    if (++chunks === 2) {
+      controller.abort();
+      // Leave the loop ourselves: when the whole body has already arrived (a fast server,
+      // a slow client), this client's iterator can stay pending after the abort with nothing
+      // keeping Node's event loop alive, and Node then exits 13 (unsettled top-level await).
+      break;
+    }
   }
-  aborted = true;  // this client ends the iteration quietly on abort
+  aborted = true;
 } catch (e) {
   aborted = e instanceof OpenAI.APIUserAbortError;
   if (!aborted) console.log(`abort threw ${e.constructor.name}: ${e.message}`);
