@@ -1,23 +1,35 @@
 #include "bench/bench_args.h"
 
-#include <cstdio>
+#include <algorithm>
+#include <utility>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "common/flag_spelling.h"
 
 namespace pagoda::bench {
 
-void SetFlagsUsage(const char* main_file, const char* message) {
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [main_file](absl::string_view file) {
-    return absl::StrContains(file, main_file);
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(message);
+void SetUpApp(CLI::App* app) {
+  app->option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
+}
+
+std::string DashedFlagSpelling(const std::string& arg) {
+  std::string s = arg;
+  if (s.size() < 3 || s.compare(0, 2, "--") != 0) return s;
+  const size_t end = std::min(s.find('='), s.size());
+  std::replace(s.begin() + 2, s.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+  return s;
+}
+
+std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
+  std::vector<std::string> args;
+  // CLI11 takes the arguments without the program, last first.
+  for (int i = argc - 1; i > 0; --i) args.push_back(DashedFlagSpelling(argv[i]));
+  try {
+    app->parse(std::move(args));
+  } catch (const CLI::ParseError& e) {
+    return app->exit(e) == 0 ? 0 : 2;
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> PrepareArgs(int argc, char** argv) {
@@ -37,19 +49,6 @@ std::vector<std::string> PrepareArgs(int argc, char** argv) {
     args.push_back("--goodput=" + value);
   }
   return args;
-}
-
-bool ParseFlags(const char* program, std::vector<std::string>& args) {
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  const std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(args.size()), cargs.data());
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "%s: unexpected argument '%s'\n", program, rest[1]);
-    return false;
-  }
-  return true;
 }
 
 std::vector<std::string> TakeRepeatedFlag(const std::string& name, std::vector<std::string>* args) {

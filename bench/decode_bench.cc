@@ -10,28 +10,25 @@
 //   --mode waste    KV-cache waste (reserved slots not holding a live token, over reserved
 //                   slots) sampled every step over a mixed-length workload
 //
-// --write_model=PATH writes the --preset/--dtype model to PATH as GGUF and exits, so that
+// --write-model=PATH writes the --preset/--dtype model to PATH as GGUF and exits, so that
 // several runs (tools/gpu-check.sh) synthesize a large preset once and pass it as --model.
+// Flags may be spelled with dashes or underscores (--write_model, as tools/gpu-check.sh does).
 //
 // A benchmark prints numbers; it never fails on them.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "CLI/CLI.hpp"
 #include "absl/time/clock.h"
+#include "bench/bench_args.h"
 #include "bench/decode_preempt.h"
 #include "bench/decode_profile.h"
-#include "common/flag_spelling.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
 #include "kernels/backend.h"
@@ -39,28 +36,6 @@
 #include "model/gguf_writer.h"
 #include "model/llama_config.h"
 #include "model/make_model.h"
-
-ABSL_FLAG(std::string, mode, "batch", "kv, batch, profile, preempt or waste");
-ABSL_FLAG(std::string, preset, "25m", "make-model preset built in memory (when --model is empty)");
-ABSL_FLAG(std::string, model, "", "GGUF model file instead of a preset");
-ABSL_FLAG(std::string, dtype, "f32", "weight type of the in-memory preset: f32, f16 or bf16");
-ABSL_FLAG(std::string, write_model, "",
-          "write the --preset/--dtype model to this GGUF file and exit (no benchmark)");
-ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or auto");
-ABSL_FLAG(int32_t, threads, 0, "CPU threads; 0 = all");
-ABSL_FLAG(std::string, cpu_matmul, "auto",
-          "CPU f32 products: auto (pagoda's SIMD kernels for decode) or blas (OpenBLAS always)");
-ABSL_FLAG(std::string, contexts, "128,512,1024", "--mode kv: context lengths");
-ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "--mode batch/profile: concurrent sequences");
-ABSL_FLAG(int32_t, context, 128, "--mode batch/profile: prompt tokens per sequence");
-ABSL_FLAG(int32_t, decode_tokens, 32, "tokens generated per sequence");
-ABSL_FLAG(int32_t, block_size, 16, "KV block size");
-ABSL_FLAG(int64_t, kv_cache_memory, 0, "KV cache bytes (0 = engine default)");
-ABSL_FLAG(int32_t, requests, 128,
-          "--mode waste: requests in the mixed workload; --mode preempt: requests at once");
-ABSL_FLAG(int32_t, num_blocks, 0,
-          "--mode preempt: KV blocks (0 = a third of what the requests at full length need)");
-ABSL_FLAG(int32_t, swap_blocks, 0, "--mode preempt: swap-space blocks (0 = --num-blocks)");
 
 namespace pagoda::bench {
 namespace {
@@ -92,49 +67,102 @@ class TimingSink final : public engine::OutputSink {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
-// A comma-separated list of positive integers; anything else ends the program with the
-// reason (a typo must not silently shrink the measurement).
-std::vector<int32_t> ParseList(const std::string& s) {
-  std::vector<int32_t> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int32_t v;
-    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
-      std::fprintf(stderr, "not a list of positive integers: \"%s\"\n", s.c_str());
-      std::exit(2);
-    }
-    out.push_back(v);
-  }
-  return out;
+// The command line. Engine sizing defaults are the engine's (engine::EngineConfig).
+struct Flags {
+  static inline const engine::EngineConfig kEngineDefaults{};
+  std::string mode = "batch";
+  std::string preset = "25m";
+  std::string model;
+  std::string dtype = "f32";
+  std::string write_model;
+  std::string device = "cpu";
+  int32_t threads = 0;
+  std::string cpu_matmul = "auto";
+  std::vector<int32_t> contexts = {128, 512, 1024};
+  std::vector<int32_t> batch_sizes = {1, 4, 16, 64};
+  int32_t context = 128;
+  int32_t decode_tokens = 32;
+  int32_t block_size = kEngineDefaults.block_size;
+  int64_t kv_cache_memory = kEngineDefaults.kv_cache_memory;
+  int32_t requests = 128;
+  int32_t num_blocks = 0;
+  int32_t swap_blocks = 0;
+
+  // --model, or the preset's name when there is none.
+  const std::string& ModelLabel() const { return model.empty() ? preset : model; }
+};
+
+// Adds the flags that say which model runs where.
+void AddModelFlags(CLI::App* app, Flags* f) {
+  std::vector<std::string> presets;
+  for (const model::ModelPreset& p : model::ModelPresets()) presets.push_back(p.name);
+  app->add_option("--preset", f->preset,
+                  "make-model preset built in memory (when --model is empty)")
+      ->check(CLI::IsMember(presets));
+  app->add_option("--model", f->model, "GGUF model file instead of a preset");
+  app->add_option("--dtype", f->dtype, "weight type of the in-memory preset: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--write-model", f->write_model,
+                  "write the --preset/--dtype model to this GGUF file and exit (no benchmark)");
+  app->add_option("--device", f->device, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app->add_option("--threads", f->threads, "CPU threads; 0 = all");
+  app->add_option("--cpu-matmul", f->cpu_matmul,
+                  "CPU f32 products: auto (pagoda's SIMD kernels for decode) or blas (OpenBLAS "
+                  "always)")
+      ->check(CLI::IsMember({"auto", "blas"}));
+}
+
+// Adds the flags that shape the workload and the engine.
+void AddWorkloadFlags(CLI::App* app, Flags* f) {
+  CLI::Range positive(1, std::numeric_limits<int32_t>::max());
+  positive.description("POSITIVE");
+  app->add_option("--mode", f->mode, "kv, batch, profile, preempt or waste")
+      ->check(CLI::IsMember({"kv", "batch", "profile", "preempt", "waste"}));
+  app->add_option("--contexts", f->contexts, "--mode kv: context lengths, comma-separated")
+      ->delimiter(',')
+      ->check(positive)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app->add_option("--batch-sizes", f->batch_sizes,
+                  "--mode batch/profile: concurrent sequences, comma-separated")
+      ->delimiter(',')
+      ->check(positive)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app->add_option("--context", f->context, "--mode batch/profile: prompt tokens per sequence");
+  app->add_option("--decode-tokens", f->decode_tokens, "tokens generated per sequence");
+  app->add_option("--block-size", f->block_size, "KV block size");
+  app->add_option("--kv-cache-memory", f->kv_cache_memory, "KV cache bytes (0 = engine default)");
+  app->add_option("--requests", f->requests,
+                  "--mode waste: requests in the mixed workload; --mode preempt: requests at "
+                  "once");
+  app->add_option("--num-blocks", f->num_blocks,
+                  "--mode preempt: KV blocks (0 = a third of what the requests at full length "
+                  "need)");
+  app->add_option("--swap-blocks", f->swap_blocks,
+                  "--mode preempt: swap-space blocks (0 = --num-blocks)");
 }
 
 // The flags' preset (--preset, --dtype) with seed 0.
-absl::StatusOr<gguf::GgufWriter> PresetModel() {
-  auto preset = model::FindPreset(absl::GetFlag(FLAGS_preset));
+absl::StatusOr<gguf::GgufWriter> PresetModel(const Flags& f) {
+  auto preset = model::FindPreset(f.preset);
   if (!preset.ok()) return preset.status();
-  const std::string d = absl::GetFlag(FLAGS_dtype);
-  if (d != "f32" && d != "f16" && d != "bf16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype must be f32, f16 or bf16, not \"", d, "\""));
-  }
-  const gguf::TensorType type = d == "bf16"  ? gguf::TensorType::kBF16
-                                : d == "f16" ? gguf::TensorType::kF16
-                                             : gguf::TensorType::kF32;
+  const gguf::TensorType type = f.dtype == "bf16"  ? gguf::TensorType::kBF16
+                                : f.dtype == "f16" ? gguf::TensorType::kF16
+                                                   : gguf::TensorType::kF32;
   return model::MakeModel(*preset, 0, type);
 }
 
-// --write_model: the preset to a file, nothing else.
-int WriteModel() {
-  const std::string path = absl::GetFlag(FLAGS_write_model);
+// --write-model: the preset to a file, nothing else.
+int WriteModel(const Flags& f) {
   const absl::Time start = absl::Now();
-  auto writer = PresetModel();
-  absl::Status status = writer.ok() ? writer->WriteFile(path) : writer.status();
+  auto writer = PresetModel(f);
+  absl::Status status = writer.ok() ? writer->WriteFile(f.write_model) : writer.status();
   if (!status.ok()) {
     std::fprintf(stderr, "write_model: %s\n", std::string(status.message()).c_str());
     return 1;
   }
-  std::printf("wrote %s (preset %s, %s) in %.1f s\n", path.c_str(),
-              absl::GetFlag(FLAGS_preset).c_str(), absl::GetFlag(FLAGS_dtype).c_str(),
-              absl::ToDoubleSeconds(absl::Now() - start));
+  std::printf("wrote %s (preset %s, %s) in %.1f s\n", f.write_model.c_str(), f.preset.c_str(),
+              f.dtype.c_str(), absl::ToDoubleSeconds(absl::Now() - start));
   return 0;
 }
 
@@ -142,40 +170,31 @@ using BackendWrap =
     std::function<std::unique_ptr<kernels::Backend>(std::unique_ptr<kernels::Backend>)>;
 
 // An engine on the flags' model and device; `wrap` (when set) decorates the backend.
-absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(engine::EngineConfig config,
+absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Flags& f,
+                                                           engine::EngineConfig config,
                                                            const BackendWrap& wrap = nullptr) {
   std::unique_ptr<gguf::GgufFile> file;
-  if (!absl::GetFlag(FLAGS_model).empty()) {
-    auto f = gguf::GgufFile::Open(absl::GetFlag(FLAGS_model));
-    if (!f.ok()) return f.status();
-    file = *std::move(f);
+  if (!f.model.empty()) {
+    auto opened = gguf::GgufFile::Open(f.model);
+    if (!opened.ok()) return opened.status();
+    file = *std::move(opened);
   } else {
-    auto writer = PresetModel();
+    auto writer = PresetModel(f);
     if (!writer.ok()) return writer.status();
-    auto f = gguf::GgufFile::FromBytes(writer->Serialize());
-    if (!f.ok()) return f.status();
-    file = *std::move(f);
+    auto made = gguf::GgufFile::FromBytes(writer->Serialize());
+    if (!made.ok()) return made.status();
+    file = *std::move(made);
   }
   kernels::BackendOptions options;
-  const std::string device = absl::GetFlag(FLAGS_device);
-  const std::string matmul = absl::GetFlag(FLAGS_cpu_matmul);
-  if (device != "cpu" && device != "cuda" && device != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--device must be cpu, cuda or auto, not \"", device, "\""));
-  }
-  if (matmul != "auto" && matmul != "blas") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--cpu_matmul must be auto or blas, not \"", matmul, "\""));
-  }
-  options.device = device == "cuda"  ? kernels::DeviceKind::kCuda
-                   : device == "cpu" ? kernels::DeviceKind::kCpu
-                                     : kernels::DeviceKind::kAuto;
-  options.num_threads = absl::GetFlag(FLAGS_threads);
-  options.cpu_blas_only = matmul == "blas";
+  options.device = f.device == "cuda"  ? kernels::DeviceKind::kCuda
+                   : f.device == "cpu" ? kernels::DeviceKind::kCpu
+                                       : kernels::DeviceKind::kAuto;
+  options.num_threads = f.threads;
+  options.cpu_blas_only = f.cpu_matmul == "blas";
   auto backend = kernels::CreateBackend(options);
   if (!backend.ok()) return backend.status();
-  config.block_size = absl::GetFlag(FLAGS_block_size);
-  config.kv_cache_memory = absl::GetFlag(FLAGS_kv_cache_memory);
+  config.block_size = f.block_size;
+  config.kv_cache_memory = f.kv_cache_memory;
   std::unique_ptr<kernels::Backend> be = *std::move(backend);
   if (wrap) be = wrap(std::move(be));
   auto engine = engine::Engine::Create(config, std::move(file), std::move(be));
@@ -227,21 +246,19 @@ double DecodeTokensPerSecond(engine::Engine& engine, int32_t n, int32_t context,
   return seconds > 0 ? count / seconds : 0;
 }
 
-int RunKv() {
-  const int32_t tokens = absl::GetFlag(FLAGS_decode_tokens);
-  auto on = MakeEngine({.kv_cache = true});
-  auto off = MakeEngine({.kv_cache = false});
+int RunKv(const Flags& f) {
+  const int32_t tokens = f.decode_tokens;
+  auto on = MakeEngine(f, {.kv_cache = true});
+  auto off = MakeEngine(f, {.kv_cache = false});
   if (!on.ok() || !off.ok()) {
     std::fprintf(stderr, "engine: %s\n",
                  std::string((on.ok() ? off : on).status().message()).c_str());
     return 1;
   }
-  std::printf("model: %s, %.1fM parameters, decode tokens per point: %d\n",
-              absl::GetFlag(FLAGS_model).empty() ? absl::GetFlag(FLAGS_preset).c_str()
-                                                 : absl::GetFlag(FLAGS_model).c_str(),
+  std::printf("model: %s, %.1fM parameters, decode tokens per point: %d\n", f.ModelLabel().c_str(),
               (*on)->model_config().num_parameters() / 1e6, tokens);
   std::printf("%8s %16s %16s %8s\n", "context", "kv-cache tok/s", "recompute tok/s", "ratio");
-  for (int32_t ctx : ParseList(absl::GetFlag(FLAGS_contexts))) {
+  for (int32_t ctx : f.contexts) {
     const double a = DecodeTokensPerSecond(**on, 1, ctx, tokens);
     const double b = DecodeTokensPerSecond(**off, 1, ctx, std::max(3, tokens / 4));
     std::printf("%8d %16.1f %16.2f %8.1f\n", ctx, a, b, b > 0 ? a / b : 0);
@@ -250,21 +267,19 @@ int RunKv() {
   return 0;
 }
 
-int RunBatch() {
-  const int32_t tokens = absl::GetFlag(FLAGS_decode_tokens);
-  const int32_t context = absl::GetFlag(FLAGS_context);
-  const std::vector<int32_t> sizes = ParseList(absl::GetFlag(FLAGS_batch_sizes));
+int RunBatch(const Flags& f) {
+  const int32_t tokens = f.decode_tokens;
+  const int32_t context = f.context;
+  const std::vector<int32_t>& sizes = f.batch_sizes;
   const int32_t max_n = sizes.empty() ? 1 : *std::max_element(sizes.begin(), sizes.end());
-  auto engine = MakeEngine({.max_seqs = std::max(256, max_n)});
+  auto engine = MakeEngine(f, {.max_seqs = std::max(256, max_n)});
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", std::string(engine.status().message()).c_str());
     return 1;
   }
   std::printf("model: %s, %.1fM parameters, backend %s, prompt %d, decode %d tokens each\n",
-              absl::GetFlag(FLAGS_model).empty() ? absl::GetFlag(FLAGS_preset).c_str()
-                                                 : absl::GetFlag(FLAGS_model).c_str(),
-              (*engine)->model_config().num_parameters() / 1e6, (*engine)->backend_name().c_str(),
-              context, tokens);
+              f.ModelLabel().c_str(), (*engine)->model_config().num_parameters() / 1e6,
+              (*engine)->backend_name().c_str(), context, tokens);
   DecodeTokensPerSecond(**engine, 1, context, 4);  // warm-up
   std::printf("%8s %14s %10s\n", "seqs", "decode tok/s", "vs 1 seq");
   double base = 0;
@@ -277,35 +292,31 @@ int RunBatch() {
   return 0;
 }
 
-int RunProfileMode() {
-  ProfileOptions options{.batch_sizes = ParseList(absl::GetFlag(FLAGS_batch_sizes)),
-                         .context = absl::GetFlag(FLAGS_context),
-                         .decode_tokens = absl::GetFlag(FLAGS_decode_tokens),
-                         .model_label = absl::GetFlag(FLAGS_model).empty()
-                                            ? absl::GetFlag(FLAGS_preset)
-                                            : absl::GetFlag(FLAGS_model)};
-  return RunProfile(options, [](engine::EngineConfig config, BackendWrap wrap) {
-    return MakeEngine(config, wrap);
+int RunProfileMode(const Flags& f) {
+  ProfileOptions options{.batch_sizes = f.batch_sizes,
+                         .context = f.context,
+                         .decode_tokens = f.decode_tokens,
+                         .model_label = f.ModelLabel()};
+  return RunProfile(options, [&f](engine::EngineConfig config, BackendWrap wrap) {
+    return MakeEngine(f, config, wrap);
   });
 }
 
-int RunPreemptMode() {
-  const PreemptOptions options{.requests = absl::GetFlag(FLAGS_requests),
-                               .prompt = absl::GetFlag(FLAGS_context),
-                               .output = absl::GetFlag(FLAGS_decode_tokens),
-                               .num_blocks = absl::GetFlag(FLAGS_num_blocks),
-                               .swap_blocks = absl::GetFlag(FLAGS_swap_blocks),
-                               .block_size = absl::GetFlag(FLAGS_block_size),
-                               .model_label = absl::GetFlag(FLAGS_model).empty()
-                                                  ? absl::GetFlag(FLAGS_preset)
-                                                  : absl::GetFlag(FLAGS_model)};
-  return RunPreempt(options, [](engine::EngineConfig config, BackendWrap wrap) {
-    return MakeEngine(config, wrap);
+int RunPreemptMode(const Flags& f) {
+  const PreemptOptions options{.requests = f.requests,
+                               .prompt = f.context,
+                               .output = f.decode_tokens,
+                               .num_blocks = f.num_blocks,
+                               .swap_blocks = f.swap_blocks,
+                               .block_size = f.block_size,
+                               .model_label = f.ModelLabel()};
+  return RunPreempt(options, [&f](engine::EngineConfig config, BackendWrap wrap) {
+    return MakeEngine(f, config, wrap);
   });
 }
 
-int RunWaste() {
-  auto engine = MakeEngine({.max_seqs = 256});
+int RunWaste(const Flags& f) {
+  auto engine = MakeEngine(f, {.max_seqs = 256});
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", std::string(engine.status().message()).c_str());
     return 1;
@@ -313,7 +324,7 @@ int RunWaste() {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int32_t> prompt_len(8, 600), out_len(8, 300);
   std::vector<std::shared_ptr<TimingSink>> sinks;
-  for (int32_t i = 0; i < absl::GetFlag(FLAGS_requests); ++i) {
+  for (int32_t i = 0; i < f.requests; ++i) {
     sinks.push_back(std::make_shared<TimingSink>());
     (void)(*engine)->Submit(
         RandomRequest(prompt_len(rng), out_len(rng), (*engine)->model_config().vocab_size, &rng),
@@ -327,8 +338,7 @@ int RunWaste() {
     if (s.num_running == 0 && s.num_waiting == 0) break;
     if (s.num_steps != last_step && s.num_running > 0) {
       last_step = s.num_steps;
-      const double reserved =
-          static_cast<double>(s.num_blocks - s.num_free_blocks) * absl::GetFlag(FLAGS_block_size);
+      const double reserved = static_cast<double>(s.num_blocks - s.num_free_blocks) * f.block_size;
       const double waste = reserved > 0 ? 1.0 - s.num_cached_tokens / reserved : 0;
       sum += waste;
       worst = std::max(worst, waste);
@@ -338,7 +348,7 @@ int RunWaste() {
   }
   for (auto& s : sinks) s->Wait();
   std::printf("mixed workload: %d requests, prompts 8..600, outputs 8..300, block size %d\n",
-              absl::GetFlag(FLAGS_requests), absl::GetFlag(FLAGS_block_size));
+              f.requests, f.block_size);
   std::printf(
       "KV waste (reserved slots not holding a live token / reserved slots): mean %.2f%%, "
       "max %.2f%% over %lld samples\n",
@@ -350,21 +360,19 @@ int RunWaste() {
 }  // namespace pagoda::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "pagoda-decode-bench --mode kv|batch|profile|preempt|waste [--preset NAME] ...");
-  std::vector<std::string> args;
-  for (int i = 0; i < argc; ++i)
-    args.push_back(i == 0 ? argv[0] : pagoda::NormalizeFlagSpelling(argv[i]));
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  absl::ParseCommandLine(argc, cargs.data());
-  if (!absl::GetFlag(FLAGS_write_model).empty()) return pagoda::bench::WriteModel();
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "kv") return pagoda::bench::RunKv();
-  if (mode == "batch") return pagoda::bench::RunBatch();
-  if (mode == "profile") return pagoda::bench::RunProfileMode();
-  if (mode == "preempt") return pagoda::bench::RunPreemptMode();
-  if (mode == "waste") return pagoda::bench::RunWaste();
-  std::fprintf(stderr, "--mode must be kv, batch, profile, preempt or waste\n");
-  return 2;
+  CLI::App app(
+      "pagoda-decode-bench --mode kv|batch|profile|preempt|waste [--preset NAME] ...: engine "
+      "decode throughput, in-process. Flags may be spelled with dashes or underscores.",
+      "pagoda-decode-bench");
+  pagoda::bench::SetUpApp(&app);
+  pagoda::bench::Flags flags;
+  pagoda::bench::AddModelFlags(&app, &flags);
+  pagoda::bench::AddWorkloadFlags(&app, &flags);
+  if (auto rc = pagoda::bench::ParseCommandLine(&app, argc, argv)) return *rc;
+  if (!flags.write_model.empty()) return pagoda::bench::WriteModel(flags);
+  if (flags.mode == "kv") return pagoda::bench::RunKv(flags);
+  if (flags.mode == "batch") return pagoda::bench::RunBatch(flags);
+  if (flags.mode == "profile") return pagoda::bench::RunProfileMode(flags);
+  if (flags.mode == "preempt") return pagoda::bench::RunPreemptMode(flags);
+  return pagoda::bench::RunWaste(flags);
 }

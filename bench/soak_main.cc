@@ -3,74 +3,77 @@
 // victim stream's latency under attack (--mode victim). See docs/BENCH.md.
 #include <cstdio>
 #include <string>
-#include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/match.h"
+#include "CLI/CLI.hpp"
 #include "bench/bench_args.h"
 #include "bench/soak.h"
 
-ABSL_FLAG(std::string, mode, "soak", "soak or victim.");
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "The daemon's gRPC address, host:port.");
-ABSL_FLAG(std::string, metrics, "127.0.0.1:9090", "soak: host:port of the daemon's /metrics.");
-ABSL_FLAG(int64_t, pid, 0, "soak: the daemon's pid, to print its RSS; 0 = not printed.");
-ABSL_FLAG(int, streams, 1000, "soak: streams kept in flight.");
-ABSL_FLAG(double, duration, 60, "soak: seconds during which new streams start.");
-ABSL_FLAG(int, max_tokens, 64, "soak: each request asks for 1..max_tokens tokens.");
-ABSL_FLAG(double, cancel_fraction, 0.1, "soak: streams the client cancels after 10-300 ms.");
-ABSL_FLAG(double, deadline_fraction, 0.1, "soak: streams with a 20-500 ms deadline.");
-ABSL_FLAG(double, slow_fraction, 0.1, "soak: streams that wait 5-50 ms between reads.");
-ABSL_FLAG(double, stall_fraction, 0.02, "soak: streams that never read (3 s deadline).");
-ABSL_FLAG(double, report_interval, 5, "soak: seconds between RSS/metrics lines.");
-ABSL_FLAG(uint64_t, seed, 1, "Seed of the random choices.");
-ABSL_FLAG(int, victim_tokens, 64, "victim: greedy tokens of the victim request.");
-ABSL_FLAG(int, repeats, 5, "victim: victim requests alone, then as many under attack.");
-ABSL_FLAG(int, attackers, 4, "victim: concurrent attacker streams.");
-ABSL_FLAG(int, attack_tokens, 256, "victim: tokens each attacker generates.");
-ABSL_FLAG(int, stop_strings, 16, "victim: stop strings per attacker request (the limit).");
-ABSL_FLAG(int, stop_string_bytes, 256, "victim: bytes per stop string (the limit).");
-ABSL_FLAG(std::string, victim_key, "", "victim: API key of the victim (its tenant); empty = none.");
-ABSL_FLAG(std::string, attacker_key, "",
-          "victim: API key of the attackers (their tenant); empty = none.");
+namespace {
+
+using pagoda::bench::SoakOptions;
+using pagoda::bench::VictimOptions;
+
+// The flags of --mode soak; defaults are SoakOptions'.
+void AddSoakFlags(CLI::App* app, SoakOptions* o) {
+  app->add_option("--metrics", o->metrics, "soak: host:port of the daemon's /metrics.");
+  app->add_option("--pid", o->pid, "soak: the daemon's pid, to print its RSS; 0 = not printed.");
+  app->add_option("--streams", o->streams, "soak: streams kept in flight.");
+  app->add_option("--duration", o->duration_s, "soak: seconds during which new streams start.");
+  app->add_option("--max-tokens", o->max_tokens,
+                  "soak: each request asks for 1..max_tokens tokens.");
+  app->add_option("--cancel-fraction", o->cancel_fraction,
+                  "soak: streams the client cancels after 10-300 ms.");
+  app->add_option("--deadline-fraction", o->deadline_fraction,
+                  "soak: streams with a 20-500 ms deadline.");
+  app->add_option("--slow-fraction", o->slow_fraction,
+                  "soak: streams that wait 5-50 ms between reads.");
+  app->add_option("--stall-fraction", o->stall_fraction,
+                  "soak: streams that never read (3 s deadline).");
+  app->add_option("--report-interval", o->report_interval_s,
+                  "soak: seconds between RSS/metrics lines.");
+}
+
+// The flags of --mode victim; defaults are VictimOptions' (the daemon's default limits).
+void AddVictimFlags(CLI::App* app, VictimOptions* o) {
+  app->add_option("--victim-tokens", o->victim_tokens,
+                  "victim: greedy tokens of the victim request.");
+  app->add_option("--repeats", o->repeats,
+                  "victim: victim requests alone, then as many under attack.");
+  app->add_option("--attackers", o->attackers, "victim: concurrent attacker streams.");
+  app->add_option("--attack-tokens", o->attack_tokens, "victim: tokens each attacker generates.");
+  app->add_option("--stop-strings", o->stop_strings,
+                  "victim: stop strings per attacker request (the daemon's --max-stop-strings).");
+  app->add_option("--stop-string-bytes", o->stop_string_bytes,
+                  "victim: bytes per stop string (the daemon's --max-stop-string-bytes).");
+  app->add_option("--victim-key", o->victim_key,
+                  "victim: API key of the victim (its tenant); empty = none.");
+  app->add_option("--attacker-key", o->attacker_key,
+                  "victim: API key of the attackers (their tenant); empty = none.");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  pagoda::bench::SetFlagsUsage(
-      "bench/soak_main",
+  CLI::App app(
       "soaks a running pagoda daemon: pagoda-soak --server HOST:PORT --metrics HOST:PORT "
-      "[--pid PID] [--streams N --duration S] | --mode victim. Flags may use dashes.");
-  std::vector<std::string> args = pagoda::bench::PrepareArgs(argc, argv);
-  if (!pagoda::bench::ParseFlags("pagoda-soak", args)) return 2;
-  absl::Status status;
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "soak") {
-    status = pagoda::bench::RunSoak({.server = absl::GetFlag(FLAGS_server),
-                                     .metrics = absl::GetFlag(FLAGS_metrics),
-                                     .pid = absl::GetFlag(FLAGS_pid),
-                                     .streams = absl::GetFlag(FLAGS_streams),
-                                     .duration_s = absl::GetFlag(FLAGS_duration),
-                                     .max_tokens = absl::GetFlag(FLAGS_max_tokens),
-                                     .cancel_fraction = absl::GetFlag(FLAGS_cancel_fraction),
-                                     .deadline_fraction = absl::GetFlag(FLAGS_deadline_fraction),
-                                     .slow_fraction = absl::GetFlag(FLAGS_slow_fraction),
-                                     .stall_fraction = absl::GetFlag(FLAGS_stall_fraction),
-                                     .report_interval_s = absl::GetFlag(FLAGS_report_interval),
-                                     .seed = absl::GetFlag(FLAGS_seed)});
-  } else if (mode == "victim") {
-    status = pagoda::bench::RunVictim({.server = absl::GetFlag(FLAGS_server),
-                                       .victim_tokens = absl::GetFlag(FLAGS_victim_tokens),
-                                       .repeats = absl::GetFlag(FLAGS_repeats),
-                                       .attackers = absl::GetFlag(FLAGS_attackers),
-                                       .attack_tokens = absl::GetFlag(FLAGS_attack_tokens),
-                                       .stop_strings = absl::GetFlag(FLAGS_stop_strings),
-                                       .stop_string_bytes = absl::GetFlag(FLAGS_stop_string_bytes),
-                                       .victim_key = absl::GetFlag(FLAGS_victim_key),
-                                       .attacker_key = absl::GetFlag(FLAGS_attacker_key),
-                                       .seed = absl::GetFlag(FLAGS_seed)});
-  } else {
-    std::fprintf(stderr, "pagoda-soak: --mode must be soak or victim\n");
-    return 2;
-  }
+      "[--pid PID] [--streams N --duration S] | --mode victim. Flags may be spelled with "
+      "dashes or underscores.",
+      "pagoda-soak");
+  pagoda::bench::SetUpApp(&app);
+  SoakOptions soak;
+  VictimOptions victim;
+  std::string mode = "soak";
+  app.add_option("--mode", mode, "soak or victim.")->check(CLI::IsMember({"soak", "victim"}));
+  // Both modes' --server and --seed (SoakOptions' defaults equal VictimOptions').
+  app.add_option("--server", soak.server, "The daemon's gRPC address, host:port.");
+  app.add_option("--seed", soak.seed, "Seed of the random choices.");
+  AddSoakFlags(&app, &soak);
+  AddVictimFlags(&app, &victim);
+  if (auto rc = pagoda::bench::ParseCommandLine(&app, argc, argv)) return *rc;
+  victim.server = soak.server;
+  victim.seed = soak.seed;
+  const absl::Status status =
+      mode == "victim" ? pagoda::bench::RunVictim(victim) : pagoda::bench::RunSoak(soak);
   if (!status.ok()) {
     std::fprintf(stderr, "pagoda-soak: %s\n", std::string(status.message()).c_str());
     return 1;

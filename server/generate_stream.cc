@@ -72,17 +72,10 @@ GenerateStream::GenerateStream(const StreamDeps& deps, absl::StatusOr<Caller> ca
                                StreamTransport* transport)
     : deps_(deps),
       caller_(std::move(caller)),
-      tokens_(caller_.ok() ? caller_->bucket : nullptr,
-              caller_.ok() ? caller_->tenant->engine.name : ""),
       transport_(transport),
-      tenant_metrics_(&deps.metrics->ForTenant("")) {}
+      call_(GenerationCall::Door::kGrpc, deps.metrics) {}
 
 GenerateStream::~GenerateStream() = default;
-
-void GenerateStream::SetTenant(const std::string& tenant) {
-  tenant_ = tenant;
-  tenant_metrics_ = &deps_.metrics->ForTenant(tenant);
-}
 
 StreamState GenerateStream::state() const {
   MutexLock lock(&mu_);
@@ -109,8 +102,6 @@ bool GenerateStream::FinishPendingLocked() const {
   return state_ == StreamState::kFinishing || state_ == StreamState::kCancelled;
 }
 
-absl::Status GenerateStream::Admit() const { return AdmitCaller(caller_); }
-
 void GenerateStream::Start(const grpc::ByteBuffer& request) {
   // Nothing thrown here may escape to gRPC: it would answer an empty UNIMPLEMENTED and this
   // stream would never be drained (issue 14, finding 4).
@@ -124,7 +115,6 @@ void GenerateStream::Start(const grpc::ByteBuffer& request) {
 }
 
 void GenerateStream::Fail(const absl::Status& status) {
-  tenant_metrics_->request_failure.Inc(absl::StatusCodeToString(status.code()));
   Action action = Action::kNone;
   bool abort_now = false;
   engine::RequestHandle handle = 0;
@@ -132,11 +122,10 @@ void GenerateStream::Fail(const absl::Status& status) {
     MutexLock lock(&mu_);
     begun_ = true;
     if (state_ == StreamState::kFinished || state_ == StreamState::kDrained) return;
+    call_.Fail(status);  // nothing when the call ended already (cancelled)
     if (state_ != StreamState::kCancelled) {
       queue_.clear();
       queued_bytes_ = 0;
-      final_status_ = ToGrpcStatus(status);
-      end_time_ = absl::Now();
       SetStateLocked(StreamState::kFinishing);
     }
     abort_now = submitted_ && !engine_done_;
@@ -148,24 +137,30 @@ void GenerateStream::Fail(const absl::Status& status) {
 }
 
 void GenerateStream::Begin(const grpc::ByteBuffer& request) {
-  if (caller_.ok()) SetTenant(caller_->tenant->engine.name);  // else counted as anonymous
   // Authentication and the rate limit come first: a refused caller costs no parsing,
   // tokenization or engine work.
-  if (absl::Status admitted = Admit(); !admitted.ok()) return Fail(admitted);
+  TokenReservation* tokens;
+  absl::Status admitted;
+  {
+    MutexLock lock(&mu_);
+    admitted = call_.Admit(caller_);  // names the tenant (else counted as anonymous)
+    tokens = &call_.tokens();         // set by Admit, stable from here on; thread-safe
+  }
+  if (!admitted.ok()) return Fail(admitted);
   std::string sent_id;
   absl::StatusOr<engine::GenerationRequest> converted =
       (deps_.parse != nullptr ? deps_.parse : ParseGenerateRequest)(request, &sent_id);
   {
     MutexLock lock(&mu_);
-    request_id_ = sent_id;  // for the access log of a refusal; the engine's wins
+    call_.set_request_id(sent_id);  // for the access log of a refusal; the engine's wins
   }
   if (!converted.ok()) return Fail(converted.status());
   converted->tenant = caller_->tenant->engine.name;  // never from the request body
-  converted->admit = tokens_.AdmitHook();
+  converted->admit = tokens->AdmitHook();
   absl::StatusOr<engine::SubmitResult> submitted =
       deps_.engine->Submit(*std::move(converted), std::make_shared<StreamSink>(shared_from_this()));
   if (!submitted.ok()) {
-    tokens_.Settle();  // reserved, perhaps, before a later check refused it
+    tokens->Settle();  // reserved, perhaps, before a later check refused it
     return Fail(submitted.status());
   }
   {
@@ -173,8 +168,6 @@ void GenerateStream::Begin(const grpc::ByteBuffer& request) {
     handle_ = submitted->handle;
     submitted_ = true;  // from here on a failure aborts the engine request
   }
-  tokens_.Use(submitted->prompt_tokens);
-  tenant_metrics_->prompt_tokens.fetch_add(submitted->prompt_tokens);
   spdlog::debug("[{}] accepted: {} prompt tokens", QuoteLogValue(submitted->request_id),
                 submitted->prompt_tokens);
   v1::GenerateResponse first;
@@ -184,11 +177,10 @@ void GenerateStream::Begin(const grpc::ByteBuffer& request) {
   bool abort_now;
   {
     MutexLock lock(&mu_);
-    request_id_ = submitted->request_id;
-    prompt_tokens_ = submitted->prompt_tokens;
+    call_.Accepted(*submitted);
     // Outputs the engine delivered before this point are queued already: the first
     // message goes in front of them, and they get the request id.
-    for (Pending& p : queue_) p.response.set_request_id(request_id_);
+    for (Pending& p : queue_) p.response.set_request_id(call_.request_id());
     if (state_ != StreamState::kCancelled) {
       const auto bytes = static_cast<int64_t>(first.ByteSizeLong());
       queue_.push_front({std::move(first), false, bytes});
@@ -213,52 +205,17 @@ void GenerateStream::Enqueue(v1::GenerateResponse response, bool mergeable) {
     queue_.back().bytes += bytes;
     return;
   }
-  response.set_request_id(request_id_);
+  response.set_request_id(call_.request_id());
   queue_.push_back({std::move(response), mergeable, bytes});
 }
 
-void GenerateStream::RecordDelivery(const engine::GenerationOutput& output) {
-  TenantMetrics& m = *tenant_metrics_;
-  const size_t n = output.token_ids.size();
-  if (n > 0) {
-    const absl::Time now = absl::Now();
-    completion_tokens_ += static_cast<int32_t>(n);
-    m.generation_tokens.fetch_add(static_cast<int64_t>(n));
-    if (last_token_time_ != absl::InfinitePast()) {
-      const double gap = absl::ToDoubleSeconds(now - last_token_time_) / static_cast<double>(n);
-      for (size_t i = 0; i < n; ++i) m.inter_token_latency.Observe(gap);
-    }
-    last_token_time_ = now;
-  }
-  if (!output.finished()) return;
-  final_usage_ = output.usage;
-  finish_reason_ = output.finish_reason;
-  end_time_ = absl::Now();
-  if (output.finish_reason == engine::FinishReason::kError) {
-    m.request_failure.Inc(absl::StatusCodeToString(output.error.code()));
-    return;
-  }
-  m.request_success.Inc(engine::FinishReasonName(output.finish_reason));
-  m.e2e_request_latency.Observe(absl::ToDoubleSeconds(end_time_ - start_time_));
-  m.request_queue_time.Observe(absl::ToDoubleSeconds(output.usage.queue_time));
-  if (output.usage.completion_tokens > 0) {
-    m.time_to_first_token.Observe(absl::ToDoubleSeconds(output.usage.time_to_first_token));
-  }
-}
-
 bool GenerateStream::OverUnsentCapLocked() {
-  const int64_t unsent = queued_bytes_ + current_bytes_;
-  const std::string message =
-      absl::StrCat("client is not reading: ", unsent, " bytes of output unsent exceed ",
-                   deps_.max_unsent_bytes, " (max_unsent_bytes_per_stream)");
-  spdlog::warn("[{}] aborted: {}", QuoteLogValue(request_id_), message);
+  // Its status is the one the stream finishes with (call_.status()).
+  call_.CutAtUnsentCap(queued_bytes_ + current_bytes_, deps_.max_unsent_bytes,
+                       "client is not reading")
+      .IgnoreError();
   queue_.clear();
   queued_bytes_ = 0;
-  final_status_ = ToGrpcStatus(absl::ResourceExhaustedError(message));
-  end_time_ = absl::Now();
-  tenant_metrics_->requests_unsent_limit.fetch_add(1);
-  tenant_metrics_->request_failure.Inc(
-      absl::StatusCodeToString(absl::StatusCode::kResourceExhausted));
   SetStateLocked(StreamState::kFinishing);
   return AbortLocked();
 }
@@ -279,29 +236,29 @@ void GenerateStream::Deliver(engine::GenerationOutput output) {
     const bool last = output.finished();
     if (last) engine_done_ = true;
     // Completion tokens count against the tenant's rate whether or not anyone still reads.
-    tokens_.Use(static_cast<int64_t>(output.token_ids.size()));
-    if (last) tokens_.Settle();
-    if (state_ != StreamState::kStarted && state_ != StreamState::kStreaming) return;
-    RecordDelivery(output);
-    if (output.finish_reason == engine::FinishReason::kError) {
-      spdlog::warn("[{}] failed: {}", QuoteLogValue(request_id_),
+    const auto n = static_cast<int64_t>(output.token_ids.size());
+    call_.OnTokens(n, TokenGaps(n, absl::Now(), &last_token_time_));
+    const bool open = state_ == StreamState::kStarted || state_ == StreamState::kStreaming;
+    if (open && output.finish_reason == engine::FinishReason::kError) {
+      spdlog::warn("[{}] failed: {}", QuoteLogValue(call_.request_id()),
                    QuoteLogValue(output.error.message()));
-      final_status_ = ToGrpcStatus(output.error);
       SetStateLocked(StreamState::kFinishing);
-    } else {
+    } else if (open) {
       v1::GenerateResponse response;
       ToResponse(output, &response);
       Enqueue(std::move(response), true);
       if (deps_.max_unsent_bytes > 0 && queued_bytes_ + current_bytes_ > deps_.max_unsent_bytes) {
         abort_now = OverUnsentCapLocked();
       } else if (last) {
-        spdlog::debug("[{}] finished: {}, {} tokens", QuoteLogValue(request_id_),
+        spdlog::debug("[{}] finished: {}, {} tokens", QuoteLogValue(call_.request_id()),
                       engine::FinishReasonName(output.finish_reason),
                       output.usage.completion_tokens);
-        final_status_ = grpc::Status::OK;
         SetStateLocked(StreamState::kFinishing);
       }
     }
+    // After the cap's verdict: a last output over the cap is cut, not finished.
+    if (last) call_.OnLast(output.finish_reason, output.error, output.usage);
+    if (!open) return;
     action = NextActionLocked();
   }
   if (abort_now) deps_.engine->Abort(handle);
@@ -333,7 +290,7 @@ void GenerateStream::Perform(Action action) {
     grpc::Status status;
     {
       MutexLock lock(&mu_);
-      status = final_status_;
+      status = ToGrpcStatus(call_.status());
     }
     transport_->Finish(status);
   }
@@ -381,44 +338,16 @@ bool GenerateStream::ClientGoneLocked(const char* why) {
   }
   queue_.clear();
   queued_bytes_ = 0;
-  if (state_ != StreamState::kFinishing) {
-    final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, why);
-  }
+  call_.ClientGone(why);  // nothing when its verdict is known already (finishing)
   SetStateLocked(StreamState::kCancelled);
   if (engine_done_) return false;
-  tenant_metrics_->requests_cancelled.fetch_add(1);
-  spdlog::debug("[{}] {}", QuoteLogValue(request_id_), why);
   return AbortLocked();
-}
-
-void GenerateStream::LogAccessLocked() {
-  // grpc::StatusCode and absl::StatusCode share their values.
-  const std::string status =
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(final_status_.error_code()));
-  const std::string error = final_status_.error_message();  // returned by value
-  AccessLogEntry e{
-      .tenant = tenant_,
-      .request_id = request_id_,
-      .status = status,
-      .finish_reason = engine::FinishReasonName(finish_reason_),
-      .error = error,
-      .prompt_tokens = prompt_tokens_,
-      .completion_tokens = completion_tokens_,
-      .e2e = (end_time_ == absl::InfinitePast() ? absl::Now() : end_time_) - start_time_};
-  if (final_usage_.has_value()) {
-    e.cached_tokens = final_usage_->cached_tokens;
-    e.queue_time = final_usage_->queue_time;
-    if (final_usage_->completion_tokens > 0) {
-      e.time_to_first_token = final_usage_->time_to_first_token;
-    }
-  }
-  spdlog::info("{}", FormatAccessLog(e));
 }
 
 void GenerateStream::OnDone() {
   MutexLock lock(&mu_);
   if (state_ == StreamState::kDrained) return;
-  LogAccessLocked();
+  call_.LogAccess();
   SetStateLocked(StreamState::kDrained);
   deps_.active_streams->fetch_sub(1);
 }

@@ -26,6 +26,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "pagoda/v1/generation.pb.h"
+#include "server/generation_call.h"
 #include "server/metrics.h"
 #include "server/stream_limits.h"
 #include "server/tenant_registry.h"
@@ -115,22 +116,15 @@ class GenerateStream : public std::enable_shared_from_this<GenerateStream> {
 
   GenerateStream(const StreamDeps& deps, absl::StatusOr<Caller> caller, StreamTransport* transport);
   void Begin(const grpc::ByteBuffer& request);
-  // Unauthenticated, or ResourceExhausted with a retry delay when the caller's bucket is empty.
-  absl::Status Admit() const;
   // Finishes the stream with `status` before (or instead of) the engine's answer, aborting
   // the engine request if it was accepted.
   void Fail(const absl::Status& status);
-  // Names the request's tenant for metrics and the access log (before the engine sees it).
-  void SetTenant(const std::string& tenant);
   void SetStateLocked(StreamState next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FinishPendingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the request's access-log line (docs/API.md).
-  void LogAccessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the next transport operation; sets the state it implies.
   Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
   void Enqueue(v1::GenerateResponse response, bool mergeable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordDelivery(const engine::GenerationOutput& output) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Over the unsent cap: drops the queue, finishes RESOURCE_EXHAUSTED. True when the engine
   // request must be aborted.
   bool OverUnsentCapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -143,37 +137,25 @@ class GenerateStream : public std::enable_shared_from_this<GenerateStream> {
 
   const StreamDeps deps_;
   const absl::StatusOr<Caller> caller_;  // who sent the request (set before any delivery)
-  // The request's hold on the caller's token bucket: reserved at submission, settled when
-  // the engine's last output arrives (or when the stream goes).
-  TokenReservation tokens_;
-  StreamTransport* const transport_;  // not called after Finish
-  const absl::Time start_time_ = absl::Now();
-  // Set before the engine sees the request, read after: no lock needed.
-  std::string tenant_;
-  TenantMetrics* tenant_metrics_;
+  StreamTransport* const transport_;     // not called after Finish
 
   mutable Mutex mu_;
+  // Caller, tenant, bucket, timings, counts, metrics and the access log (generation_call.h);
+  // its status is the one the stream finishes with.
+  GenerationCall call_ ABSL_GUARDED_BY(mu_);
   StreamState state_ ABSL_GUARDED_BY(mu_) = StreamState::kStarted;
   std::vector<StreamState> history_ ABSL_GUARDED_BY(mu_) = {StreamState::kStarted};
-  std::string request_id_ ABSL_GUARDED_BY(mu_);
   engine::RequestHandle handle_ ABSL_GUARDED_BY(mu_) = 0;
   bool submitted_ ABSL_GUARDED_BY(mu_) = false;      // the engine accepted the request
   bool begun_ ABSL_GUARDED_BY(mu_) = false;          // Start's submission attempt is over
   bool engine_done_ ABSL_GUARDED_BY(mu_) = false;    // the engine delivered its last output
   bool abort_pending_ ABSL_GUARDED_BY(mu_) = false;  // to abort once accepted
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   int64_t current_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_token_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // For the access log.
-  int32_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t completion_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<engine::Usage> final_usage_ ABSL_GUARDED_BY(mu_);  // from the last output
-  engine::FinishReason finish_reason_ ABSL_GUARDED_BY(mu_) = engine::FinishReason::kNone;
-  absl::Time end_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // last output or refusal
 };
 
 }  // namespace pagoda::server

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "server/generation_call.h"
+
 namespace pagoda::server::http {
 
 GenerationLink::GenerationLink(int32_t n, std::function<void()> wake)
@@ -29,14 +31,10 @@ void GenerationLink::OnOutput(engine::GenerationOutput output) {
     for (engine::TokenLogprob& lp : output.logprobs) sample.logprobs.push_back(std::move(lp));
     if (output.sample_finished()) sample.finish_reason = output.finish_reason;
   }
-  if (const size_t n = output.token_ids.size(); n > 0) {
+  if (const auto n = static_cast<int64_t>(output.token_ids.size()); n > 0) {
     pending_.num_tokens += static_cast<int32_t>(n);
-    const absl::Time now = absl::Now();
-    if (last_token_time_ != absl::InfinitePast()) {
-      const double gap = absl::ToDoubleSeconds(now - last_token_time_) / static_cast<double>(n);
-      pending_.token_gaps.insert(pending_.token_gaps.end(), n, gap);
-    }
-    last_token_time_ = now;
+    const std::vector<double> gaps = TokenGaps(n, absl::Now(), &last_token_time_);
+    pending_.token_gaps.insert(pending_.token_gaps.end(), gaps.begin(), gaps.end());
   }
   if (output.finished()) {
     pending_.finish_reason = output.finish_reason;

@@ -26,7 +26,8 @@ absl::StatusOr<std::string> AnswerJsonRoute(const engine::Engine& engine, const 
 }
 
 PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const Caller& caller,
-                                     const std::string& body, std::function<void()> wake) {
+                                     const std::string& body, std::function<void()> wake,
+                                     TokenReservation* tokens) {
   PreparedGeneration p;
   auto refuse = [&p](absl::Status status, std::optional<HttpError> answer = std::nullopt) {
     p.answer = answer.has_value() ? *std::move(answer) : ToHttpError(status);
@@ -58,8 +59,7 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
   p.n = std::max(parsed->request.n, 1);
   p.logprobs = parsed->request.sampling.logprobs.has_value();
   parsed->request.tenant = caller.tenant->engine.name;  // never from the body
-  p.tokens = std::make_unique<TokenReservation>(caller.bucket, caller.tenant->engine.name);
-  parsed->request.admit = p.tokens->AdmitHook();
+  parsed->request.admit = tokens->AdmitHook();
   p.link = std::make_shared<GenerationLink>(p.n, std::move(wake));
   if (parsed->echo) {
     // The prompt as sent; token ids as the engine's tokenizer spells them.
@@ -73,20 +73,19 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
     }
   }
   absl::StatusOr<engine::SubmitResult> submitted =
-      context.deps().engine->Submit(std::move(parsed->request), p.link);
+      context.client().Submit(std::move(parsed->request), p.link);
   if (!submitted.ok()) {
     p.link->Detach();
     p.link.reset();
-    p.tokens->Settle();
+    tokens->Settle();
     return refuse(submitted.status());
   }
   p.submitted = *std::move(submitted);
-  p.tokens->Use(p.submitted.prompt_tokens);
   // Registered here, not on the strand: shutdown then cuts it even if the strand never runs.
   const std::optional<uint64_t> id = context.Register(p.link, p.submitted.handle);
   if (!id.has_value()) {
     p.link->Detach();
-    context.deps().engine->Abort(p.submitted.handle);
+    context.client().Abort(p.submitted.handle);
     p.link.reset();
     return refuse(absl::UnavailableError("the server is shutting down"));
   }

@@ -36,15 +36,17 @@ struct PreparedGeneration {
   bool logprobs = false;  // asked for (the choices then carry them: openai_logprobs.h)
   std::optional<ToolCallParsing> tool_calls;  // chat: how the output's calls are parsed
   std::shared_ptr<GenerationLink> link;
-  std::unique_ptr<TokenReservation> tokens;
   engine::SubmitResult submitted;
   uint64_t registration = 0;  // in the context's registry of generations in flight
 };
 
 // Parses `body` as a `kind` request for `caller` and submits it with a link that calls
-// `wake`. Thread-safe; touches only `context` (and the engine through it).
+// `wake`, the engine reserving the caller's tokens through `tokens` (its call's; settled
+// here when the submission fails). Thread-safe; touches only `context` (and the engine
+// through it) and `tokens`.
 PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const Caller& caller,
-                                     const std::string& body, std::function<void()> wake);
+                                     const std::string& body, std::function<void()> wake,
+                                     TokenReservation* tokens);
 
 // `body` parsed as JSON after CheckJsonLimits; InvalidArgument naming the limit or
 // "body: not valid JSON".

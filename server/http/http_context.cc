@@ -63,7 +63,7 @@ int64_t HttpContext::CutAll() {
   }
   for (auto& [id, a] : cut) {
     a.link->Detach();
-    deps_.engine->Abort(a.handle);
+    client().Abort(a.handle);
   }
   return static_cast<int64_t>(cut.size());
 }

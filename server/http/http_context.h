@@ -38,6 +38,9 @@ enum class RouteSet {
 // The parts of the daemon the server serves (all outlive it; kProbes needs the last two).
 struct HttpDeps {
   engine::Engine* engine = nullptr;
+  // Where generations are submitted and aborted; null = `engine`. A seam for tests that
+  // script the engine's outputs (tests/door_parity_test.cc), as gRPC's StreamDeps has.
+  engine::EngineClient* client = nullptr;
   const TenantRegistry* tenants = nullptr;
   ServerMetrics* metrics = nullptr;
   std::string model_name;
@@ -64,6 +67,10 @@ class HttpContext {
   HttpContext(HttpDeps deps, SessionOptions options) : deps_(std::move(deps)), options_(options) {}
 
   const HttpDeps& deps() const { return deps_; }
+  // deps().client, else the engine.
+  engine::EngineClient& client() const {
+    return deps_.client != nullptr ? *deps_.client : *deps_.engine;
+  }
   const SessionOptions& options() const { return options_; }
   int64_t created() const { return created_; }
   bool draining() const { return draining_.load(); }

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/access_log.h"
-#include "server/admission.h"
 #include "server/http/request_framing.h"
 #include "server/http/tokenize_routes.h"
 #include "spdlog/spdlog.h"
@@ -158,6 +157,10 @@ void HttpSession::Route(const Request& req) {
     return RespondError(MakeHttpError(404, absl::StrCat("no route for ", std::string(path)),
                                       "invalid_request_error", "unknown_url"));
   }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    return HandleGeneration(req,
+                            path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
+  }
   if (context_->draining()) {
     keep_alive_ = false;
     return RespondError(ToHttpError(absl::UnavailableError("the server is draining")));
@@ -174,59 +177,58 @@ void HttpSession::Route(const Request& req) {
   if (path == "/apply-template") return HandleJsonRoute(req, ApplyTemplateBody, true);
   if (path == "/tokenize") return HandleJsonRoute(req, TokenizeBody, false);
   if (path == "/detokenize") return HandleJsonRoute(req, DetokenizeBody, false);
-  HandleGeneration(req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
 }
 
 void HttpSession::HandleGeneration(const Request& req, ApiKind kind) {
-  absl::StatusOr<Caller> caller = Authenticate(req);
+  auto call = std::make_shared<GenerationCall>(GenerationCall::Door::kHttp,
+                                               context_->deps().metrics, request_start_);
+  if (context_->draining()) {
+    keep_alive_ = false;
+    return RefuseGeneration(*call, absl::UnavailableError("the server is draining"));
+  }
+  if (req.method() != bhttp::verb::post) {
+    return RefuseGeneration(
+        *call, absl::InvalidArgumentError("use POST"),
+        MakeHttpError(405, "use POST", "invalid_request_error", "method_not_allowed"));
+  }
   // Authentication and the rate limit first: a refused caller costs no parsing.
-  if (absl::Status admitted = AdmitCaller(caller); !admitted.ok()) {
-    return RefuseGeneration(caller.ok() ? caller->tenant->engine.name : std::string(), admitted,
-                            ToHttpError(admitted));
+  absl::StatusOr<Caller> caller = Authenticate(req);
+  if (absl::Status admitted = call->Admit(caller); !admitted.ok()) {
+    return RefuseGeneration(*call, admitted);
   }
   // Parsing, the chat template and tokenizing run on the preparation threads; the result
-  // comes back to this connection's strand.
+  // comes back to this connection's strand. They touch the call only through its
+  // (thread-safe) reservation; the strand keeps the rest.
   auto executor = stream_.get_executor();
   auto self = shared_from_this();
   auto wake = [self, executor] { net::post(executor, [self] { self->OnWake(); }); };
-  const bool offloaded =
-      context_->Offload([self, executor, kind, caller = *caller, body = req.body(), wake] {
+  TokenReservation* tokens = &call->tokens();
+  const bool offloaded = context_->Offload(
+      [self, executor, kind, call, tokens, caller = *caller, body = req.body(), wake] {
         auto prepared = std::make_shared<PreparedGeneration>(
-            PrepareGeneration(*self->context_, kind, caller, body, wake));
-        net::post(executor, [self, kind, caller, prepared] {
-          self->StartGeneration(kind, caller, std::move(*prepared));
+            PrepareGeneration(*self->context_, kind, caller, body, wake, tokens));
+        net::post(executor, [self, kind, call, prepared] {
+          self->StartGeneration(kind, call, std::move(*prepared));
         });
       });
-  if (!offloaded) {
-    RefuseGeneration(caller->tenant->engine.name, HttpContext::BusyError(),
-                     ToHttpError(HttpContext::BusyError()));
-  }
+  if (!offloaded) RefuseGeneration(*call, HttpContext::BusyError());
 }
 
-void HttpSession::RefuseGeneration(const std::string& tenant, const absl::Status& status,
-                                   const HttpError& answer) {
-  context_->deps().metrics->ForTenant(tenant).request_failure.Inc(
-      absl::StatusCodeToString(status.code()));
-  const std::string code = absl::StatusCodeToString(status.code());
-  spdlog::info("http {}", FormatAccessLog({.tenant = tenant,
-                                           .status = code,
-                                           .error = status.message(),
-                                           .e2e = absl::Now() - request_start_}));
-  RespondError(answer);
+void HttpSession::RefuseGeneration(GenerationCall& call, const absl::Status& status,
+                                   std::optional<HttpError> answer) {
+  call.Fail(status);  // nothing when Admit refused it already
+  call.LogAccess();
+  RespondError(answer.has_value() ? *answer : ToHttpError(status));
 }
 
-void HttpSession::StartGeneration(ApiKind kind, const Caller& caller, PreparedGeneration p) {
-  if (!p.refused.ok()) {
-    return RefuseGeneration(caller.tenant->engine.name, p.refused, *p.answer);
-  }
+void HttpSession::StartGeneration(ApiKind kind, std::shared_ptr<GenerationCall> call,
+                                  PreparedGeneration p) {
+  if (!p.refused.ok()) return RefuseGeneration(*call, p.refused, p.answer);
+  call->Accepted(p.submitted);
   Generation g;
   g.kind = kind;
   g.stream = p.stream;
   g.include_usage = p.include_usage;
-  g.caller = caller;
-  g.tokens = std::move(p.tokens);
-  g.metrics = &context_->deps().metrics->ForTenant(g.caller.tenant->engine.name);
-  g.start = request_start_;
   const int32_t n = p.n;
   g.texts.resize(n);
   g.reasons.resize(n, engine::FinishReason::kNone);
@@ -236,13 +238,12 @@ void HttpSession::StartGeneration(ApiKind kind, const Caller& caller, PreparedGe
     for (int32_t i = 0; i < n; ++i) g.logprobs.emplace_back(kind, token_bytes);
   }
   g.link = std::move(p.link);
-  g.metrics->prompt_tokens.fetch_add(p.submitted.prompt_tokens);
   g.handle = p.submitted.handle;
-  g.request_id = p.submitted.request_id;
-  g.prompt_tokens = p.submitted.prompt_tokens;
   g.registration = p.registration;
-  g.format.emplace(kind, IdPrefix(kind) + p.submitted.request_id, absl::ToUnixSeconds(g.start),
+  g.format.emplace(kind, IdPrefix(kind) + p.submitted.request_id,
+                   absl::ToUnixSeconds(call->start()),
                    p.model.empty() ? context_->deps().model_name : p.model);
+  g.call = std::move(call);
   if (p.tool_calls.has_value()) {
     g.format->set_tool_calls(*p.tool_calls);
     if (g.stream) g.tool_calls.emplace(*p.tool_calls, n);
@@ -269,12 +270,8 @@ void HttpSession::OnWake() {
   // Always taken, so every output wakes the connection and the unsent bytes are counted here.
   const OutputBatch batch = gen_->link->Take();
   Generation& g = *gen_;
-  g.tokens->Use(batch.num_tokens);
-  if (batch.finished()) g.tokens->Settle();
-  g.completion_tokens += batch.num_tokens;
-  g.metrics->generation_tokens.fetch_add(batch.num_tokens);
-  for (const double gap : batch.token_gaps) g.metrics->inter_token_latency.Observe(gap);
-  if (closed_ || !g.cut.ok()) {
+  g.call->OnTokens(batch.num_tokens, batch.token_gaps);
+  if (closed_ || g.cut) {
     if (batch.finished()) FinishGeneration(batch);
     return;
   }
@@ -353,24 +350,20 @@ bool HttpSession::CutIfOverUnsentCap() {
   const int64_t unsent = UnsentBytes();
   if (unsent <= cap) return false;
   Generation& g = *gen_;
-  const std::string over = absl::StrCat(unsent, " bytes of output unsent exceed ", cap,
-                                        " (max_unsent_bytes_per_stream)");
-  g.cut = absl::ResourceExhaustedError(
-      g.stream ? absl::StrCat("client is not reading: ", over)
-               : absl::StrCat("response not sent yet: ", over,
-                              "; stream long outputs (\"stream\": true)"));
-  spdlog::warn("http [{}] aborted: {}", QuoteLogValue(g.request_id), std::string(g.cut.message()));
-  g.metrics->requests_unsent_limit.fetch_add(1);
-  g.metrics->request_failure.Inc(absl::StatusCodeToString(g.cut.code()));
+  const absl::Status cut =
+      g.stream ? g.call->CutAtUnsentCap(unsent, cap, "client is not reading")
+               : g.call->CutAtUnsentCap(unsent, cap, "response not sent yet",
+                                        "; stream long outputs (\"stream\": true)");
+  g.cut = true;
   g.aborted = true;
   for (std::string& t : g.texts) t.clear();
   // The engine frees the request's blocks within a step; its last output unregisters it.
-  context_->deps().engine->Abort(g.handle);
+  context_->client().Abort(g.handle);
   keep_alive_ = false;
   if (g.stream) {
     Close();  // the status line is out: an SSE stream cannot carry a status any more
   } else {
-    RespondError(ToHttpError(g.cut));
+    RespondError(ToHttpError(cut));
   }
   return true;
 }
@@ -381,22 +374,9 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
   context_->Unregister(g.registration);
   g.link->Detach();  // here, on this session's executor (see GenerationLink)
   const bool failed = batch.finish_reason == engine::FinishReason::kError;
-  if (failed) {
-    g.metrics->request_failure.Inc(absl::StatusCodeToString(batch.error.code()));
-  } else if (batch.finish_reason != engine::FinishReason::kAbort) {
-    g.metrics->request_success.Inc(engine::FinishReasonName(batch.finish_reason));
-    g.metrics->e2e_request_latency.Observe(absl::ToDoubleSeconds(absl::Now() - g.start));
-    g.metrics->request_queue_time.Observe(absl::ToDoubleSeconds(batch.usage.queue_time));
-    if (batch.usage.completion_tokens > 0) {
-      g.metrics->time_to_first_token.Observe(
-          absl::ToDoubleSeconds(batch.usage.time_to_first_token));
-    }
-  }
-  LogAccess(!g.cut.ok() ? g.cut
-            : failed    ? batch.error
-                        : absl::OkStatus(),
-            batch.finish_reason, &batch.usage);
-  if (closed_ || !g.cut.ok()) return;  // cut at the unsent cap: its answer is already out
+  g.call->OnLast(batch.finish_reason, batch.error, batch.usage);
+  g.call->LogAccess();
+  if (closed_ || g.cut) return;  // cut at the unsent cap: its answer is already out
   if (!g.stream) {
     if (failed) return RespondError(ToHttpError(batch.error));
     std::vector<std::string> reasons;
@@ -415,26 +395,6 @@ void HttpSession::FinishGeneration(const OutputBatch& batch) {
   Write("0\r\n\r\n");
   response_complete_ = true;
   if (!writing_) EndResponse();
-}
-
-void HttpSession::LogAccess(const absl::Status& status, engine::FinishReason reason,
-                            const engine::Usage* usage) {
-  const Generation& g = *gen_;
-  const std::string code = absl::StatusCodeToString(status.code());
-  AccessLogEntry e{.tenant = g.caller.tenant->engine.name,
-                   .request_id = g.request_id,
-                   .status = code,
-                   .finish_reason = engine::FinishReasonName(reason),
-                   .error = status.message(),
-                   .prompt_tokens = g.prompt_tokens,
-                   .completion_tokens = g.completion_tokens,
-                   .e2e = absl::Now() - g.start};
-  if (usage != nullptr) {
-    e.cached_tokens = usage->cached_tokens;
-    e.queue_time = usage->queue_time;
-    if (usage->completion_tokens > 0) e.time_to_first_token = usage->time_to_first_token;
-  }
-  spdlog::info("http {}", FormatAccessLog(e));
 }
 
 void HttpSession::Respond(int status, const std::string& content_type, const std::string& body,
@@ -532,7 +492,7 @@ void HttpSession::OnWatch(beast::error_code ec, size_t n) {
   if (!ec) {
     if (buffer_.size() <= kPipelinedLimit) return WatchDisconnect();
     spdlog::warn("http [{}] aborted: the client pipelined {} bytes behind it (at most {})",
-                 gen_ ? QuoteLogValue(gen_->request_id) : std::string(), buffer_.size(),
+                 gen_ ? QuoteLogValue(gen_->call->request_id()) : std::string(), buffer_.size(),
                  kPipelinedLimit);
     return ClientGone();  // aborted as if the peer had left, and the connection closed
   }
@@ -543,10 +503,10 @@ void HttpSession::OnWatch(beast::error_code ec, size_t n) {
 void HttpSession::ClientGone() {
   if (gen_ && !gen_->done && !gen_->aborted) {
     gen_->aborted = true;
-    gen_->metrics->requests_cancelled.fetch_add(1);
+    gen_->call->ClientGone("the client closed the connection");
     // The engine frees the request's blocks within a step and sends its last output,
     // which unregisters it (OnWake -> FinishGeneration).
-    context_->deps().engine->Abort(gen_->handle);
+    context_->client().Abort(gen_->handle);
   }
   Close();
 }

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/generation_call.h"
 #include "server/http/generation_prep.h"
 #include "server/http/http_context.h"
 #include "server/http/http_error.h"
@@ -57,16 +58,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     std::vector<bool> ended;
     std::vector<ChoiceLogprobs> logprobs;       // per sample, when requested (else empty)
     std::optional<ToolCallStreams> tool_calls;  // streamed chat with tool calls parsed
-    Caller caller;
-    std::unique_ptr<TokenReservation> tokens;  // the caller's bucket, reserved at submission
-    TenantMetrics* metrics = nullptr;
-    std::string request_id;
-    int32_t prompt_tokens = 0;
-    int32_t completion_tokens = 0;
-    absl::Time start;
+    // Caller, bucket, counts, metrics and the access log (server/generation_call.h).
+    std::shared_ptr<GenerationCall> call;
     bool done = false;     // the engine delivered its last output
     bool aborted = false;  // the client went away (or the unsent cap cut it): engine told
-    absl::Status cut;      // ResourceExhausted when the unsent cap cut it
+    bool cut = false;      // the unsent cap cut it (its answer, if any, is out)
   };
 
   void DoRead();
@@ -80,6 +76,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Route(const Request& req);
   // GET /health: JSON on the OpenAI door, "SERVING\n" / "NOT_SERVING\n" on the probe port.
   void RespondHealth();
+  // A generation route: its call exists before anything is checked, so every refusal
+  // (draining, method, key, rate, body) is counted and logged like any other request.
   void HandleGeneration(const Request& req, ApiKind kind);
   // A body-in, body-out route: authenticates, parses the JSON body and answers `route`'s
   // body (200) or error (/apply-template, /tokenize, /detokenize: tokenize_routes.h), off
@@ -90,11 +88,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // The caller the Authorization header names (shared with gRPC: TenantRegistry).
   absl::StatusOr<Caller> Authenticate(const Request& req) const;
   // On the strand, once the preparation threads are done with the request (generation_prep.h).
-  void StartGeneration(ApiKind kind, const Caller& caller, PreparedGeneration prepared);
-  // Answers a generation refused before it reached the engine, and counts and logs it like
-  // any other failed request.
-  void RefuseGeneration(const std::string& tenant, const absl::Status& status,
-                        const HttpError& answer);
+  void StartGeneration(ApiKind kind, std::shared_ptr<GenerationCall> call,
+                       PreparedGeneration prepared);
+  // Answers a generation refused before it reached the engine (`answer`, else the status's
+  // own), counted and logged by its call.
+  void RefuseGeneration(GenerationCall& call, const absl::Status& status,
+                        std::optional<HttpError> answer = std::nullopt);
   void OnWake();
   // Streamed: the text held since the last event, as one event.
   void FlushText();
@@ -111,8 +110,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Streamed: the last events of each sample that ended: the text left, if any, then an
   // event with empty text (completions) or an empty delta (chat) and the finish reason.
   void WriteEndedSamples();
-  void LogAccess(const absl::Status& status, engine::FinishReason reason,
-                 const engine::Usage* usage);
 
   // A whole response; `close` ends the connection after it.
   void Respond(int status, const std::string& content_type, const std::string& body,
