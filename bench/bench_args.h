@@ -5,7 +5,6 @@
 
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "CLI/CLI.hpp"
 
@@ -23,17 +22,5 @@ std::string DashedFlagSpelling(const std::string& arg);
 // code when the program should stop: 0 after --help, 2 after an unknown flag, a bad value or a
 // stray argument (CLI11 has said which on stderr); nullopt when it should go on.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
-
-// Legacy argv rewriting from the absl-flags parser; no binary calls the two below since the
-// switch to CLI11. They are kept only while tests/bench_metrics_test.cc still tests them.
-//
-// argv with dashed flag names underscored (--request-rate -> --request_rate), and vLLM's
-// space-separated goodput list (--goodput ttft:500 tpot:50) joined into one value
-// (--goodput=ttft:500,tpot:50).
-std::vector<std::string> PrepareArgs(int argc, char** argv);
-
-// Removes every `--NAME VALUE` and `--NAME=VALUE` from `args` (args[0] is the program) and
-// returns the values in order. A trailing `--NAME` without a value is left in `args`.
-std::vector<std::string> TakeRepeatedFlag(const std::string& name, std::vector<std::string>* args);
 
 }  // namespace pagoda::bench

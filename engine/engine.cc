@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "engine/chat_prompt.h"
 #include "engine/engine_core.h"
+#include "engine/request_validation.h"
 #include "engine/sampler.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -16,50 +17,6 @@
 #include "nlohmann/json.hpp"
 
 namespace pagoda::engine {
-namespace {
-
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-absl::Status ValidateSampling(const SamplingParams& p) {
-  if (!(p.temperature >= 0) || std::isinf(p.temperature)) {
-    return Invalid("temperature", "must be a finite number >= 0");
-  }
-  if (!(p.top_p > 0 && p.top_p <= 1)) return Invalid("top_p", "must be in (0, 1]");
-  if (p.top_k < 0) return Invalid("top_k", "must be >= 0 (0 disables it)");
-  if (!(p.min_p >= 0 && p.min_p <= 1)) return Invalid("min_p", "must be in [0, 1]");
-  if (!(p.repetition_penalty > 0) || std::isinf(p.repetition_penalty)) {
-    return Invalid("repetition_penalty", "must be a finite number > 0");
-  }
-  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2)) {
-    return Invalid("presence_penalty", "must be in [-2, 2]");
-  }
-  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
-    return Invalid("frequency_penalty", "must be in [-2, 2]");
-  }
-  if (p.logprobs.has_value() && (*p.logprobs < 0 || *p.logprobs > 20)) {
-    return Invalid("logprobs", "must be in [0, 20]");
-  }
-  if (p.prompt_logprobs.has_value() && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > 20)) {
-    return Invalid("prompt_logprobs", "must be in [0, 20]");
-  }
-  return absl::OkStatus();
-}
-
-// Client-chosen ids reach logs and responses: short, UTF-8, no control characters (a
-// newline would forge a log line).
-absl::Status ValidateRequestId(const std::string& id) {
-  if (id.size() > 256) return Invalid("request_id", "is longer than 256 bytes");
-  if (!model::IsValidUtf8(id)) return Invalid("request_id", "is not valid UTF-8");
-  for (unsigned char c : id) {
-    if (c < 0x20 || c == 0x7f) return Invalid("request_id", "contains a control character");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone:
@@ -153,47 +110,6 @@ void Engine::Stop() {
   }
 }
 
-namespace {
-
-// `messages` (and `tools`, may be null) rendered by `chat` once they are checked: valid
-// UTF-8, at most `max_prompt_bytes` in all (the tools counted as their JSON text).
-absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
-                                             const std::vector<ChatMessage>& messages,
-                                             const nlohmann::ordered_json* tools,
-                                             bool add_generation_prompt, int64_t max_prompt_bytes) {
-  // A message counts its role and content plus what any template frames it with, so that
-  // half a million empty messages do not pass as zero bytes.
-  constexpr int64_t kFramingBytesPerMessage = 16;
-  int64_t bytes = 0;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    std::vector<std::string_view> fields = {m.role, m.content, m.tool_call_id};
-    for (const ChatToolCall& c : m.tool_calls) {
-      fields.insert(fields.end(), {c.id, c.name, c.arguments});
-    }
-    // Each tool call is framed too (its tags and JSON keys).
-    bytes += kFramingBytesPerMessage * static_cast<int64_t>(1 + m.tool_calls.size());
-    for (std::string_view f : fields) {
-      bytes += static_cast<int64_t>(f.size());
-      if (!model::IsValidUtf8(f)) {
-        return Invalid(absl::StrCat("messages[", i, "]"), "is not valid UTF-8");
-      }
-    }
-  }
-  // Replaced, not thrown on: the door's JSON parser has already refused invalid UTF-8.
-  if (tools != nullptr) {
-    bytes += static_cast<int64_t>(
-        tools->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size());
-  }
-  if (bytes > max_prompt_bytes) {
-    return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes,
-                                            " are accepted (max_prompt_bytes)"));
-  }
-  return chat.RenderWithSpans(messages, add_generation_prompt, tools);
-}
-
-}  // namespace
-
 bool IsValidUtf8(std::string_view text) { return model::IsValidUtf8(text); }
 
 std::string Engine::TokenBytes(int32_t id) const {
@@ -202,111 +118,9 @@ std::string Engine::TokenBytes(int32_t id) const {
   return tok.TokenBytes(id);
 }
 
-absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
-                                               bool add_generation_prompt,
-                                               const nlohmann::ordered_json* tools) const {
-  ASSIGN_OR_RETURN(ChatPromptText out, RenderChecked(*chat_, messages, tools, add_generation_prompt,
-                                                     max_prompt_bytes_));
-  return std::move(out.text);
-}
-
 const model::Tokenizer& Engine::tokenizer() const { return core_->tokenizer(); }
 const model::LlamaConfig& Engine::model_config() const { return core_->model_config(); }
 std::string Engine::backend_name() const { return core_->backend().name(); }
-
-absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
-                              std::vector<int32_t>* prompt, int32_t* max_total_tokens) const {
-  const model::Tokenizer& tok = core_->tokenizer();
-  const int32_t vocab = tok.vocab_size();
-  const int32_t context = core_->model_config().context_length;
-  // Cheap checks first: nothing is tokenized for a request they reject.
-  RETURN_IF_ERROR(ValidateRequestId(r.request_id));
-  if (!r.prompt.empty() && !r.prompt_token_ids.empty()) {
-    return Invalid("prompt", "give either prompt or prompt_token_ids, not both");
-  }
-  RETURN_IF_ERROR(ValidateSampling(r.sampling));
-  RETURN_IF_ERROR(ValidateLogitBias(r.sampling.logit_bias, vocab));
-  if (r.n < 1 || r.n > 16) return Invalid("n", "must be in [1, 16]");
-  if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
-    return Invalid("stop", absl::StrCat(r.stop.size(), " stop strings; at most ",
-                                        config_.max_stop_strings, " (max_stop_strings)"));
-  }
-  for (size_t i = 0; i < r.stop.size(); ++i) {
-    const std::string& s = r.stop[i];
-    const std::string field = absl::StrCat("stop[", i, "]");
-    if (s.empty()) return Invalid(field, "stop strings must not be empty");
-    if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
-      return Invalid(
-          field, absl::StrCat("has ", s.size(), " bytes; at most ", config_.max_stop_string_bytes,
-                              " (max_stop_string_bytes)"));
-    }
-    if (!model::IsValidUtf8(s)) return Invalid(field, "is not valid UTF-8");
-  }
-  for (int32_t id : r.stop_token_ids) {
-    if (id < 0 || id >= vocab)
-      return Invalid("stop_token_ids", absl::StrCat(id, " is outside the vocabulary"));
-  }
-  if (r.prompt_token_ids.size() >= static_cast<size_t>(context)) {
-    return Invalid("prompt_token_ids", absl::StrCat("has ", r.prompt_token_ids.size(),
-                                                    " tokens; the context length is ", context));
-  }
-  if (!r.messages.empty()) {
-    if (!r.prompt.empty() || !r.prompt_token_ids.empty()) {
-      return Invalid("messages", "give either messages or a prompt, not both");
-    }
-    ASSIGN_OR_RETURN(const ChatPromptText chat,
-                     RenderChecked(*chat_, r.messages, r.chat_tools.get(), r.add_generation_prompt,
-                                   max_prompt_bytes_));
-    if (static_cast<int64_t>(chat.text.size()) > max_prompt_bytes_) {
-      return Invalid("messages", absl::StrCat("render to ", chat.text.size(), " bytes; at most ",
-                                              max_prompt_bytes_, " (max_prompt_bytes)"));
-    }
-    ASSIGN_OR_RETURN(*prompt, EncodeChatPrompt(tok, r.messages, chat, r.chat_content_special));
-  } else if (!r.prompt_token_ids.empty()) {
-    for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
-      const int32_t id = r.prompt_token_ids[i];
-      if (id < 0 || id >= vocab) {
-        return Invalid("prompt_token_ids",
-                       absl::StrCat("token ", id, " at index ", i, " is outside [0, ", vocab, ")"));
-      }
-    }
-    *prompt = r.prompt_token_ids;
-  } else {
-    if (r.prompt.empty()) return Invalid("prompt", "is empty");
-    if (static_cast<int64_t>(r.prompt.size()) > max_prompt_bytes_) {
-      return Invalid("prompt", absl::StrCat("has ", r.prompt.size(), " bytes; at most ",
-                                            max_prompt_bytes_, " are accepted (max_prompt_bytes)"));
-    }
-    if (!model::IsValidUtf8(r.prompt)) return Invalid("prompt", "is not valid UTF-8");
-    *prompt = tok.Encode(r.prompt, tok.add_bos(), r.parse_special);
-  }
-  const int32_t n = static_cast<int32_t>(prompt->size());
-  if (n >= context) {
-    return Invalid("prompt", absl::StrCat("has ", n, " tokens; the context length is ", context,
-                                          " and at least one token must be generated"));
-  }
-  const int64_t capacity = limit.tokens;
-  if (r.max_tokens.has_value()) {
-    // 0 computes the prompt for its logprobs only.
-    if (*r.max_tokens < 0 || (*r.max_tokens == 0 && !r.sampling.prompt_logprobs.has_value())) {
-      return Invalid("max_tokens", "must be positive (0 only with prompt_logprobs)");
-    }
-    if (int64_t{n} + *r.max_tokens > context) {
-      return Invalid("max_tokens",
-                     absl::StrCat("prompt (", n, " tokens) + max_tokens (", *r.max_tokens,
-                                  ") exceeds the context length ", context));
-    }
-    *max_total_tokens = n + *r.max_tokens;
-  } else {
-    *max_total_tokens = static_cast<int32_t>(std::min<int64_t>(context, capacity));
-  }
-  if (*max_total_tokens > capacity || n >= capacity) {
-    return absl::ResourceExhaustedError(absl::StrCat("request needs ", *max_total_tokens,
-                                                     " tokens of KV cache; ", limit.holder,
-                                                     " holds ", capacity));
-  }
-  return absl::OkStatus();
-}
 
 const TenantConfig* Engine::FindTenant(const std::string& tenant) const {
   const auto it = tenant_index_.find(tenant);
@@ -326,8 +140,9 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, int32_t n, KvLimi
     return Invalid(
         "n", absl::StrCat(n, " samples run at once, more than max_seqs (", config_.max_seqs, ")"));
   }
-  const int64_t waiting = static_cast<int64_t>(intake_.size()) + core_waiting_;
-  const int64_t free_slots = std::max<int64_t>(int64_t{config_.max_seqs} - stats_.num_running, 0);
+  const EngineStats now = StatsLocked();
+  const int64_t waiting = now.num_waiting;
+  const int64_t free_slots = std::max<int64_t>(int64_t{config_.max_seqs} - now.num_running, 0);
   if (config_.max_queued_requests > 0 && waiting - free_slots >= config_.max_queued_requests) {
     return absl::ResourceExhaustedError(
         absl::StrCat("queue full: ", waiting - free_slots, " requests waiting beyond ", free_slots,
@@ -345,25 +160,21 @@ absl::Status Engine::CheckAdmission(const std::string& tenant, int32_t n, KvLimi
   limit->holder = blocks.holder;
   limit->tokens = blocks.blocks * kv.block_size();
   if (t == nullptr) return absl::OkStatus();
-  if (t->max_running_requests > 0 && n > t->max_running_requests) {
+  if (n > RunSlotsLeft(*t, 0)) {
     return Invalid("n", absl::StrCat(n, " samples run at once, more than ", who,
                                      "'s max_running_requests (", t->max_running_requests, ")"));
   }
   if (t->max_queued_requests > 0) {
-    int64_t tenant_waiting = 0, tenant_running = 0;
-    for (const TenantStats& ts : stats_.tenants) {
+    int64_t tenant_waiting = 0;
+    int32_t tenant_running = 0;
+    for (const TenantStats& ts : now.tenants) {
       if (ts.name == tenant) {
         tenant_waiting = ts.num_waiting;
         tenant_running = ts.num_running;
       }
     }
-    if (auto it = intake_by_tenant_.find(tenant); it != intake_by_tenant_.end()) {
-      tenant_waiting += it->second;
-    }
-    int64_t headroom = int64_t{config_.max_seqs} - stats_.num_running;
-    if (t->max_running_requests > 0) {
-      headroom = std::min(headroom, t->max_running_requests - tenant_running);
-    }
+    const int64_t headroom = std::min<int64_t>(int64_t{config_.max_seqs} - now.num_running,
+                                               RunSlotsLeft(*t, tenant_running));
     const int64_t queued = tenant_waiting - std::max<int64_t>(headroom, 0);
     if (queued >= t->max_queued_requests) {
       return absl::ResourceExhaustedError(
@@ -530,6 +341,10 @@ absl::StatusOr<std::string> Engine::Detokenize(const std::vector<int32_t>& ids) 
 
 EngineStats Engine::Stats() const {
   MutexLock lock(&mu_);
+  return StatsLocked();
+}
+
+EngineStats Engine::StatsLocked() const {
   EngineStats s = stats_;
   s.num_waiting += static_cast<int32_t>(intake_.size());
   for (const auto& [name, count] : intake_by_tenant_) TenantEntry(&s, name).num_waiting += count;
@@ -554,7 +369,6 @@ void Engine::Loop() {
       if (tenants_changed_) tenants = tenants_;
       tenants_changed_ = false;
       // Until this step ends, the intake counts as waiting (for the queue bounds too).
-      core_waiting_ += static_cast<int32_t>(intake.size());
       stats_.num_waiting += static_cast<int32_t>(intake.size());
       for (const auto& [name, count] : intake_by_tenant_) {
         TenantEntry(&stats_, name).num_waiting += count;
@@ -580,9 +394,8 @@ void Engine::Loop() {
     core_->Step();
     MutexLock lock(&mu_);
     has_work_ = core_->has_work();
-    core_waiting_ = core_->num_waiting();
     core_->FillStats(&stats_);
-    stats_.num_waiting = core_waiting_;
+    stats_.num_waiting = core_->num_waiting();
   }
   core_->FailAll(absl::UnavailableError("engine stopped"));
   MutexLock lock(&mu_);

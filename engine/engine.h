@@ -245,10 +245,18 @@ class Engine final : public EngineClient {
   };
   absl::Status Validate(const GenerationRequest& request, const KvLimit& limit,
                         std::vector<int32_t>* prompt, int32_t* max_total_tokens) const;
+  // Parts of Validate: the stop strings and stop token ids; the prompt (text, token ids or
+  // chat messages) checked and tokenized into `prompt`.
+  absl::Status ValidateStops(const GenerationRequest& request, int32_t vocab) const;
+  absl::Status EncodePrompt(const GenerationRequest& request, std::vector<int32_t>* prompt) const;
   // The queue, tenant and shedding limits for a request of `tenant` with `n` samples (run
   // slots: n <= max_seqs and the tenant's max_running_requests); fills `limit`.
   absl::Status CheckAdmission(const std::string& tenant, int32_t n, KvLimit* limit) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one view of requests in flight that Stats() returns and admission counts: the last
+  // step's figures (the intake a step took counts as waiting until it ends) plus the
+  // intake since, in all and per tenant.
+  EngineStats StatsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The configured terms of `tenant`, or null (default terms).
   const TenantConfig* FindTenant(const std::string& tenant) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -267,7 +275,6 @@ class Engine final : public EngineClient {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool has_work_ ABSL_GUARDED_BY(mu_) = false;  // the core has sequences in flight
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
-  int32_t core_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   RequestHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<TenantConfig> tenants_ ABSL_GUARDED_BY(mu_);  // the table SetTenants gave

@@ -75,6 +75,25 @@ std::unique_ptr<SchedulingPolicy> MakePolicy(bool fair_share) {
   return std::make_unique<FcfsPolicy>();
 }
 
+// Blocks of the KV cache: --num-blocks, else what its memory holds (without
+// --kv-cache-memory, no more than max_seqs full contexts can use).
+absl::StatusOr<int32_t> CacheBlocks(const EngineConfig& config, int32_t context_length,
+                                    const kernels::KvCacheShape& shape) {
+  int64_t blocks = config.num_blocks;
+  if (blocks <= 0) {
+    const int64_t memory =
+        config.kv_cache_memory > 0 ? config.kv_cache_memory : kDefaultKvCacheMemory;
+    blocks = memory / static_cast<int64_t>(shape.bytes_per_block());
+    const int64_t per_seq = (context_length + config.block_size - 1) / config.block_size;
+    if (config.kv_cache_memory <= 0) blocks = std::min(blocks, per_seq * config.max_seqs);
+  }
+  if (blocks <= 0 || blocks > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine: KV cache of ", blocks, " blocks; give --num-blocks or more memory"));
+  }
+  return static_cast<int32_t>(blocks);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
@@ -102,20 +121,7 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
                               .num_kv_heads = mc.num_kv_heads,
                               .head_dim = mc.head_dim,
                               .dtype = kv_dtype};
-  int64_t blocks = config.num_blocks;
-  if (blocks <= 0) {
-    const int64_t memory =
-        config.kv_cache_memory > 0 ? config.kv_cache_memory : kDefaultKvCacheMemory;
-    blocks = memory / static_cast<int64_t>(shape.bytes_per_block());
-    // More blocks than max_seqs full contexts can never be used.
-    const int64_t per_seq = (mc.context_length + config.block_size - 1) / config.block_size;
-    if (config.kv_cache_memory <= 0) blocks = std::min(blocks, per_seq * config.max_seqs);
-  }
-  if (blocks <= 0 || blocks > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("engine: KV cache of ", blocks, " blocks; give --num-blocks or more memory"));
-  }
-  shape.num_blocks = static_cast<int32_t>(blocks);
+  ASSIGN_OR_RETURN(shape.num_blocks, CacheBlocks(config, mc.context_length, shape));
   // Left uninitialized: attention only reads slots its own sequence has written.
   ASSIGN_OR_RETURN(core->kv_buffer_, core->backend_->Allocate(shape.total_bytes()));
   const kernels::PagedKvCache cache{core->kv_buffer_.data(), shape};
@@ -445,13 +451,16 @@ void Engine::Core::FillStats(EngineStats* stats) const {
   stats->num_aborted = num_aborted_;
   stats->last_step_time = last_step_time_;
   stats->tenants.clear();
-  for (const TenantState& t : scheduler_->tenants()) {
+  const std::vector<TenantState>& tenants = scheduler_->tenants();
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const TenantState& t = tenants[i];
     if (!t.configured && !t.active()) continue;
-    stats->tenants.push_back(TenantStats{.name = t.config.name,
-                                         .num_running = t.num_running,
-                                         .num_waiting = t.num_waiting,
-                                         .num_blocks_held = t.num_blocks_held,
-                                         .served_tokens = t.served_tokens});
+    stats->tenants.push_back(
+        TenantStats{.name = t.config.name,
+                    .num_running = t.num_running,
+                    .num_waiting = t.num_waiting,
+                    .num_blocks_held = scheduler_->blocks_held(static_cast<int32_t>(i)),
+                    .served_tokens = t.served_tokens});
   }
 }
 

@@ -39,9 +39,9 @@ bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens, int32_t first_write,
     if (b < static_cast<int32_t>(table.size()) && pool_.ref_count(table[b]) > 1 &&
         fault_ != InjectedFault::kReuseBlockEarly) {
       std::vector<int32_t> fresh;
-      pool_.Allocate(1, &fresh);
+      AllocateFor(seq, 1, &fresh);
       copies->push_back({.src = table[b], .dst = fresh[0]});
-      pool_.Release(table[b]);
+      ReleaseFor(seq, table[b]);
       table[b] = fresh[0];
       // The copy is private and not yet named: registration resumes from it.
       int32_t& registered = registered_[seq];
@@ -49,7 +49,7 @@ bool KvCacheManager::Reserve(SeqId seq, int32_t num_tokens, int32_t first_write,
     }
   }
   const int32_t grow = std::max(0, BlocksFor(num_tokens) - static_cast<int32_t>(table.size()));
-  return pool_.Allocate(grow, &table);
+  return AllocateFor(seq, grow, &table);
 }
 
 void KvCacheManager::Free(SeqId seq) {
@@ -60,8 +60,67 @@ void KvCacheManager::Free(SeqId seq) {
   }
   const auto it = tables_.find(seq);
   if (it == tables_.end()) return;
-  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) pool_.Release(*b);
+  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) ReleaseFor(seq, *b);
   tables_.erase(it);
+}
+
+void KvCacheManager::Forget(SeqId seq) {
+  Free(seq);
+  groups_.erase(seq);
+}
+
+void KvCacheManager::SetGroup(SeqId seq, int32_t group) {
+  assert(group >= 0 && BlockTable(seq).empty());
+  if (group == 0) {
+    groups_.erase(seq);
+  } else {
+    groups_[seq] = group;
+  }
+}
+
+void KvCacheManager::Regroup(absl::Span<const std::pair<SeqId, int32_t>> groups) {
+  groups_.clear();
+  for (const auto& [seq, group] : groups) {
+    if (group != 0) groups_[seq] = group;
+  }
+  held_.clear();
+  // A block shared by several sequences of a group counts once.
+  std::vector<int32_t> counted(pool_.num_blocks(), -1);
+  for (const auto& [seq, table] : tables_) {
+    const int32_t group = GroupOf(seq);
+    for (int32_t b : table) {
+      if (counted[b] == group) continue;
+      assert(counted[b] < 0);  // never shared across groups
+      counted[b] = group;
+      Charge(seq, 1);
+    }
+  }
+}
+
+int32_t KvCacheManager::BlocksHeld(int32_t group) const {
+  return group < static_cast<int32_t>(held_.size()) ? held_[group] : 0;
+}
+
+int32_t KvCacheManager::GroupOf(SeqId seq) const {
+  const auto it = groups_.find(seq);
+  return it == groups_.end() ? 0 : it->second;
+}
+
+void KvCacheManager::Charge(SeqId seq, int32_t n) {
+  const int32_t group = GroupOf(seq);
+  if (group >= static_cast<int32_t>(held_.size())) held_.resize(group + 1, 0);
+  held_[group] += n;
+}
+
+bool KvCacheManager::AllocateFor(SeqId seq, int32_t n, std::vector<int32_t>* table) {
+  if (!pool_.Allocate(n, table)) return false;
+  Charge(seq, n);
+  return true;
+}
+
+void KvCacheManager::ReleaseFor(SeqId seq, int32_t block) {
+  pool_.Release(block);
+  if (pool_.ref_count(block) == 0) Charge(seq, -1);
 }
 
 bool KvCacheManager::CanSwapOut(SeqId seq, int32_t num_computed) const {
@@ -93,7 +152,7 @@ bool KvCacheManager::SwapIn(SeqId seq, std::vector<BlockCopy>* copies) {
   const auto n = static_cast<int32_t>(it->second.size());
   if (n > pool_.num_free() || !BlockTable(seq).empty()) return false;
   std::vector<int32_t>& table = tables_[seq];
-  pool_.Allocate(n, &table);
+  AllocateFor(seq, n, &table);
   for (int32_t i = 0; i < n; ++i) {
     copies->push_back({.src = it->second[i], .dst = table[i], .kind = CopyKind::kFromHost});
   }
@@ -107,7 +166,8 @@ bool KvCacheManager::SwapIn(SeqId seq, std::vector<BlockCopy>* copies) {
 void KvCacheManager::Fork(SeqId parent, SeqId child) {
   assert(!tables_.contains(child));
   const std::vector<int32_t> table = BlockTable(parent);
-  for (int32_t b : table) pool_.AddRef(b);
+  SetGroup(child, GroupOf(parent));
+  for (int32_t b : table) pool_.AddRef(b);  // held already: the group holds no more
   tables_[child] = table;
   if (const auto it = registered_.find(parent); it != registered_.end()) {
     registered_[child] = it->second;
@@ -153,6 +213,7 @@ void KvCacheManager::TakeCached(SeqId seq, absl::Span<const BlockHash> hashes) {
   for (const BlockHash& h : hashes) {
     const int32_t id = pool_.Lookup(h);
     assert(id >= 0);
+    if (pool_.ref_count(id) == 0) Charge(seq, 1);  // a cached free block taken back
     pool_.AddRef(id);
     table.push_back(id);
   }

@@ -8,9 +8,16 @@
 // Blocks can be shared: full blocks found in the prefix cache (by the chained hash of
 // their tokens, see prefix_hash.h) and the blocks of a forked sequence (parallel samples).
 // A shared block is never written: a write into one is preceded by a copy (copy on write).
+//
+// Every sequence belongs to a group (the scheduler's tenant; 0 until SetGroup says
+// otherwise), and the manager counts the distinct blocks each group holds: a block is held
+// while its reference count is above zero, and blocks are shared only within a group (forks
+// are the same tenant; the prefix cache is salted per tenant), so a block entering or
+// leaving use is charged to the group of the sequence that takes or drops it.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -69,7 +76,8 @@ class KvCacheManager {
   // Copies swapped-out `seq` back into fresh blocks (kFromHost, appended to `copies`) and
   // frees its host blocks. Returns false, changing nothing, when too few blocks are free.
   bool SwapIn(SeqId seq, std::vector<BlockCopy>* copies);
-  // Gives `child` (no table yet) the blocks of `parent`, shared (one more reference each).
+  // Gives `child` (no table yet) the blocks of `parent`, shared (one more reference each),
+  // and puts it in `parent`'s group.
   void Fork(SeqId parent, SeqId child);
 
   // Prefix cache. Extends `hashes` (the chain of `tokens` from `root`) to the first
@@ -87,6 +95,16 @@ class KvCacheManager {
   // Names the full blocks of `seq` below token `num_computed` by `hashes` (which must
   // cover them) so later sequences can reuse them.
   void CacheFullBlocks(SeqId seq, absl::Span<const BlockHash> hashes, int32_t num_computed);
+
+  // Groups. Puts `seq` (holding no blocks yet) in `group` (>= 0).
+  void SetGroup(SeqId seq, int32_t group);
+  // Frees `seq` (Free) and forgets its group: it is gone for good.
+  void Forget(SeqId seq);
+  // Puts every sequence in `groups` (seq, group) in its group and recounts what each group
+  // holds (a new tenant table renumbers the tenants); sequences absent fall back to group 0.
+  void Regroup(absl::Span<const std::pair<SeqId, int32_t>> groups);
+  // Distinct device blocks the sequences of `group` hold (host swap blocks not counted).
+  int32_t BlocksHeld(int32_t group) const;
 
   // The block table of `seq` (empty when it holds none).
   const std::vector<int32_t>& BlockTable(SeqId seq) const;
@@ -108,6 +126,14 @@ class KvCacheManager {
   void set_injected_fault(InjectedFault fault) { fault_ = fault; }
 
  private:
+  int32_t GroupOf(SeqId seq) const;
+  // Counts `n` (may be negative) blocks entering use for `seq`'s group.
+  void Charge(SeqId seq, int32_t n);
+  // Takes `n` fresh blocks for `seq` onto `table`, charging its group.
+  bool AllocateFor(SeqId seq, int32_t n, std::vector<int32_t>* table);
+  // Drops `seq`'s reference to `block`, uncharging its group when the block leaves use.
+  void ReleaseFor(SeqId seq, int32_t block);
+
   InjectedFault fault_ = InjectedFault::kNone;
   int32_t block_size_;
   bool prefix_caching_;
@@ -117,6 +143,8 @@ class KvCacheManager {
   absl::flat_hash_map<SeqId, int32_t> registered_;  // leading blocks already named by hash
   BlockPool host_pool_;                             // the swap space
   absl::flat_hash_map<SeqId, std::vector<int32_t>> host_tables_;  // swapped-out sequences
+  absl::flat_hash_map<SeqId, int32_t> groups_;                    // absent: group 0
+  std::vector<int32_t> held_;                                     // per group
 };
 
 }  // namespace pagoda::engine

@@ -3,36 +3,24 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
-
 namespace pagoda::engine {
 
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager* kv,
                      std::unique_ptr<SchedulingPolicy> policy)
-    : config_(config), kv_(kv), policy_(std::move(policy)) {
-  policy_->OnTenantsChanged(tenants_);
-}
-
-int32_t Scheduler::FindTenant(const std::string& name) const {
-  const auto it = tenant_by_name_.find(name);
-  return it == tenant_by_name_.end() ? -1 : it->second;
+    : config_(config), kv_(kv), capacity_(kv), policy_(std::move(policy)) {
+  policy_->OnTenantsChanged(capacity_.tenants());
 }
 
 int32_t Scheduler::ResolveTenant(const std::string& name) {
-  if (const int32_t index = FindTenant(name); index >= 0) return index;
-  TenantState state;
-  state.config.name = name;
-  const auto index = static_cast<int32_t>(tenants_.size());
-  tenants_.push_back(std::move(state));
-  tenant_by_name_[name] = index;
-  policy_->OnTenantsChanged(tenants_);
+  bool added = false;
+  const int32_t index = capacity_.Resolve(name, &added);
+  if (added) policy_->OnTenantsChanged(capacity_.tenants());
   return index;
 }
 
 void Scheduler::Add(Sequence* seq) {
-  seq->tenant_index = ResolveTenant(seq->request.tenant);
-  TenantState& tenant = tenants_[seq->tenant_index];
+  capacity_.Enter(seq, ResolveTenant(seq->request.tenant));
+  TenantState& tenant = capacity_.tenant(seq->tenant_index);
   const bool was_active = tenant.active();
   ++tenant.num_waiting;
   seq->status = SeqStatus::kWaiting;
@@ -45,7 +33,7 @@ SchedulerOutput Scheduler::Schedule() {
   if (!config_.kv_cache) {
     // Recompute mode: nothing survives from the last step.
     for (Sequence* s : running_) {
-      FreeBlocks(s);
+      capacity_.Free(s);
       s->num_computed = 0;
     }
   }
@@ -85,13 +73,14 @@ bool Scheduler::IsLong(const Sequence* seq, int32_t left) const {
 }
 
 int32_t Scheduler::CountWork() {
-  short_by_tenant_.assign(tenants_.size(), 0);
+  const std::vector<TenantState>& tenants = capacity_.tenants();
+  short_by_tenant_.assign(tenants.size(), 0);
   num_short_ = 0;
   // Pacing is only ever across tenants: with fewer than two active, nothing is paced.
-  const auto active = std::count_if(tenants_.begin(), tenants_.end(),
+  const auto active = std::count_if(tenants.begin(), tenants.end(),
                                     [](const TenantState& t) { return t.active(); });
   if (active < 2) return 0;
-  std::vector<int32_t> long_by_tenant(tenants_.size(), 0);
+  std::vector<int32_t> long_by_tenant(tenants.size(), 0);
   const auto count = [&](const Sequence* s) {
     const int32_t left = s->num_uncomputed();
     if (left <= 0) return;
@@ -105,7 +94,7 @@ int32_t Scheduler::CountWork() {
   for (const Sequence* s : running_) count(s);
   for (const Sequence* s : waiting_) count(s);
   int32_t paced = 0;
-  for (size_t t = 0; t < tenants_.size(); ++t) {
+  for (size_t t = 0; t < tenants.size(); ++t) {
     if (num_short_ > short_by_tenant_[t]) paced += long_by_tenant[t];
   }
   return paced;
@@ -133,46 +122,6 @@ int32_t Scheduler::ChunkSize(const Sequence* seq, int32_t budget) const {
   return Paced(seq, n, std::min(n, budget));
 }
 
-int32_t Scheduler::UsedBlocks() const { return kv_->num_blocks() - kv_->num_free_blocks(); }
-
-bool Scheduler::ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies) {
-  const int32_t before = UsedBlocks();
-  if (!kv_->Reserve(seq->id, num_tokens, seq->num_computed, copies)) return false;
-  tenants_[seq->tenant_index].num_blocks_held += UsedBlocks() - before;
-  return true;
-}
-
-int32_t Scheduler::BlocksToRun(const Sequence* seq, int32_t n) const {
-  return kv_->BlocksNeeded(seq->id, seq->num_computed + n, seq->num_computed);
-}
-
-void Scheduler::FreeBlocks(Sequence* seq) {
-  const int32_t before = UsedBlocks();
-  kv_->Free(seq->id);
-  tenants_[seq->tenant_index].num_blocks_held -= before - UsedBlocks();
-}
-
-int32_t Scheduler::AvailableBlocks(int32_t tenant) const {
-  int32_t reserved = 0;
-  for (size_t t = 0; t < tenants_.size(); ++t) {
-    if (static_cast<int32_t>(t) != tenant) reserved += tenants_[t].unused_floor();
-  }
-  return kv_->num_free_blocks() - reserved;
-}
-
-std::vector<Sequence*> Scheduler::VictimCandidates(const Sequence* requester) const {
-  std::vector<Sequence*> candidates;
-  for (Sequence* s : running_) {
-    const TenantState& t = tenants_[s->tenant_index];
-    const auto blocks = static_cast<int32_t>(kv_->BlockTable(s->id).size());
-    // Never push a tenant below its floor, except to let a sequence preempt itself.
-    if (s == requester || t.num_blocks_held - blocks >= t.config.kv_cache_floor_blocks) {
-      candidates.push_back(s);
-    }
-  }
-  return candidates;
-}
-
 void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
   size_t i = 0;
   while (i < running_.size() && *budget > 0) {
@@ -182,8 +131,8 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
       ++i;
       continue;
     }
-    if (!MakeRoom(seq, n, &i, out, budget)) continue;         // running_[i] is now the next one
-    ReserveBlocks(seq, seq->num_computed + n, &out->copies);  // MakeRoom made sure it fits
+    if (!MakeRoom(seq, n, &i, out, budget)) continue;             // running_[i] is now the next one
+    capacity_.Reserve(seq, seq->num_computed + n, &out->copies);  // MakeRoom made sure it fits
     out->chunks.push_back({seq, n});
     out->num_tokens += n;
     *budget -= n;
@@ -195,18 +144,16 @@ void Scheduler::ScheduleRunning(SchedulerOutput* out, int32_t* budget) {
 
 bool Scheduler::MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out,
                          int32_t* budget) {
-  const TenantState& tenant = tenants_[seq->tenant_index];
-  const int32_t cap = tenant.config.kv_cache_cap_blocks;
   // Over its cap, a tenant makes room from its own sequences only (lowest priority first,
   // then the newest).
-  while (cap > 0 && tenant.num_blocks_held + BlocksToRun(seq, n) > cap) {
+  while (!capacity_.WithinCap(seq->tenant_index, capacity_.BlocksToRun(seq, n))) {
     Sequence* victim = VictimOfTenantByPriority(running_, seq->tenant_index);
     PreemptRunning(victim, i, out, budget);
     if (victim == seq) return false;
   }
   // (A preempted sibling may release a shared block, so the need is counted again.)
-  while (BlocksToRun(seq, n) > AvailableBlocks(seq->tenant_index)) {
-    Sequence* victim = policy_->PickVictim(VictimCandidates(seq));
+  while (capacity_.BlocksToRun(seq, n) > capacity_.AvailableBlocks(seq->tenant_index)) {
+    Sequence* victim = policy_->PickVictim(capacity_.VictimCandidates(running_, seq));
     PreemptRunning(victim, i, out, budget);
     if (victim == seq) return false;
   }
@@ -231,13 +178,12 @@ void Scheduler::PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out
 
 void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
   // Tenants at their running limit or KV cap are skipped, not waited for.
-  std::vector<bool> blocked(tenants_.size(), false);
+  std::vector<bool> blocked(capacity_.tenants().size(), false);
   while (!waiting_.empty() && *budget > 0 &&
          running_.size() < static_cast<size_t>(config_.max_seqs)) {
     const size_t index = policy_->PickNextWaiting(waiting_, blocked);
     if (index >= waiting_.size()) break;
     Sequence* seq = waiting_[index];
-    TenantState& tenant = tenants_[seq->tenant_index];
     // A sequence starting from scratch first looks for its full blocks in the prefix cache,
     // never its last token (the step must compute something to yield logits).
     int32_t hit = 0;
@@ -259,52 +205,41 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
       blocked[seq->tenant_index] = true;  // held by pacing: other tenants may still start
       continue;
     }
-    // Blocks it will hold, and free blocks that takes (cached ones may be free already).
-    const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);
-    const int32_t need = grow - hit + kv_->NumFreeAmong(cached);
-    const TenantConfig& c = tenant.config;
-    // Every sample it forks into takes a run slot of its tenant too.
-    if ((c.max_running_requests > 0 &&
-         tenant.num_running + 1 + seq->pending_forks > c.max_running_requests) ||
-        (c.kv_cache_cap_blocks > 0 && tenant.num_blocks_held + need > c.kv_cache_cap_blocks)) {
+    const Start verdict = CanStart(seq, start, n, cached);
+    if (verdict == Start::kWait) break;
+    if (verdict == Start::kSkipTenant) {
       blocked[seq->tenant_index] = true;
       continue;
-    }
-    // Short of blocks, or of run slots for every sample it forks into: the policy's
-    // choice waits for them rather than being overtaken.
-    if (need > AvailableBlocks(seq->tenant_index)) break;
-    if (!running_.empty() &&
-        running_.size() + 1 + seq->pending_forks > static_cast<size_t>(config_.max_seqs)) {
-      break;
     }
     Admit(seq, index, n, cached, out, budget);
   }
 }
 
+Scheduler::Start Scheduler::CanStart(const Sequence* seq, int32_t start, int32_t n,
+                                     absl::Span<const BlockHash> cached) const {
+  // Blocks it will hold, and free blocks that takes (cached ones may be free already).
+  const int32_t grow = kv_->BlocksNeeded(seq->id, start + n);
+  const int32_t need = grow - static_cast<int32_t>(cached.size()) + kv_->NumFreeAmong(cached);
+  // Every sample it forks into takes a run slot of its tenant too.
+  const int32_t slots = 1 + seq->pending_forks;
+  if (!capacity_.HasRunSlots(seq->tenant_index, slots) ||
+      !capacity_.WithinCap(seq->tenant_index, need)) {
+    return Start::kSkipTenant;
+  }
+  // Short of blocks, or of run slots for every sample it forks into: the policy's choice
+  // waits for them rather than being overtaken.
+  if (need > capacity_.AvailableBlocks(seq->tenant_index)) return Start::kWait;
+  if (!running_.empty() && running_.size() + slots > static_cast<size_t>(config_.max_seqs)) {
+    return Start::kWait;
+  }
+  return Start::kNow;
+}
+
 void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
                       SchedulerOutput* out, int32_t* budget) {
-  TenantState& tenant = tenants_[seq->tenant_index];
-  const bool swapped = seq->swapped;
-  if (swapped) {
-    const int32_t before = UsedBlocks();
-    kv_->SwapIn(seq->id, &out->copies);  // the caller checked the blocks are free
-    tenant.num_blocks_held += UsedBlocks() - before;
-    seq->swapped = false;
-    ++num_swap_ins_;
-    --num_swapped_;
-  }
-  if (!cached.empty()) {
-    const int32_t before = UsedBlocks();
-    kv_->TakeCached(seq->id, cached);
-    tenant.num_blocks_held += UsedBlocks() - before;  // cached blocks that were free
-    seq->num_computed = static_cast<int32_t>(cached.size()) * kv_->block_size();
-  }
-  if (kv_->prefix_caching() && !swapped) {  // the others start from scratch
-    prefix_cache_queries_ += seq->num_tokens();
-    prefix_cache_hits_ += seq->num_computed;
-  }
-  if (seq->cached_tokens < 0) seq->cached_tokens = seq->num_computed;
-  ReserveBlocks(seq, seq->num_computed + n, &out->copies);
+  TenantState& tenant = capacity_.tenant(seq->tenant_index);
+  capacity_.TakeBlocks(seq, cached, &out->copies);
+  capacity_.Reserve(seq, seq->num_computed + n, &out->copies);
   waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(index));
   seq->status = SeqStatus::kRunning;
   --tenant.num_waiting;
@@ -317,13 +252,10 @@ void Scheduler::Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const B
 }
 
 void Scheduler::AddFork(Sequence* parent, Sequence* child) {
-  kv_->Fork(parent->id, child->id);
-  child->tenant_index = parent->tenant_index;
+  capacity_.Fork(parent, child);
   child->num_computed = parent->num_computed;
   child->status = SeqStatus::kRunning;
-  TenantState& tenant = tenants_[child->tenant_index];
-  ++tenant.num_running;
-  // Every block is shared with the parent: the tenant holds no more.
+  ++capacity_.tenant(child->tenant_index).num_running;
   running_.push_back(child);
 }
 
@@ -333,40 +265,41 @@ void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
   // Each round admits one sequence of a tenant below its share: at most max_seqs rounds.
   for (int32_t round = 0; round < config_.max_seqs; ++round) {
     if (waiting_.empty() || *budget <= 0 || running_.size() < max_seqs) return;
+    const std::vector<TenantState>& tenants = capacity_.tenants();
     double active_weight = 0;
-    for (const TenantState& t : tenants_) {
+    for (const TenantState& t : tenants) {
       if (t.active()) active_weight += t.config.weight;
     }
     const auto share = [&](const TenantState& t) {
       return static_cast<double>(config_.max_seqs) * t.config.weight / active_weight;
     };
-    std::vector<bool> blocked(tenants_.size(), false);
-    for (size_t t = 0; t < tenants_.size(); ++t) {
-      const TenantConfig& c = tenants_[t].config;
-      blocked[t] = c.max_running_requests > 0 && tenants_[t].num_running >= c.max_running_requests;
+    std::vector<bool> blocked(tenants.size(), false);
+    for (size_t t = 0; t < tenants.size(); ++t) {
+      blocked[t] = !capacity_.HasRunSlots(static_cast<int32_t>(t), 1);
     }
     const size_t index = policy_->PickNextWaiting(waiting_, blocked);
     if (index >= waiting_.size()) return;
     const Sequence* next = waiting_[index];
-    const TenantState& wanting = tenants_[next->tenant_index];
+    const TenantState& wanting = tenants[next->tenant_index];
     // Strictly below the floor of its share, and the giver strictly above the ceiling of
     // its own: a slot never moves back and forth.
     if (wanting.num_running >= std::floor(share(wanting))) return;
     int32_t giver = -1;
     double most = 0;
-    for (size_t t = 0; t < tenants_.size(); ++t) {
-      const double excess = tenants_[t].num_running - std::ceil(share(tenants_[t]));
+    for (size_t t = 0; t < tenants.size(); ++t) {
+      const double excess = tenants[t].num_running - std::ceil(share(tenants[t]));
       if (static_cast<int32_t>(t) != next->tenant_index && excess > most) {
         giver = static_cast<int32_t>(t);
         most = excess;
       }
     }
     if (giver < 0) return;
-    Sequence* victim = VictimOfTenantByPriority(VictimCandidates(nullptr), giver);
+    Sequence* victim =
+        VictimOfTenantByPriority(capacity_.VictimCandidates(running_, nullptr), giver);
     if (victim == nullptr) return;
     const int32_t need = kv_->BlocksNeeded(next->id, next->num_computed + ChunkSize(next, *budget));
     const auto freed = static_cast<int32_t>(kv_->BlockTable(victim->id).size());
-    if (need > AvailableBlocks(next->tenant_index) + freed) return;
+    if (need > capacity_.AvailableBlocks(next->tenant_index) + freed) return;
     size_t end = running_.size();
     PreemptRunning(victim, &end, out, budget);
     const size_t before = running_.size();
@@ -378,22 +311,8 @@ void Scheduler::RebalanceRunSlots(SchedulerOutput* out, int32_t* budget) {
 
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
-  TenantState& tenant = tenants_[seq->tenant_index];
-  // The step's copies run in the order listed: one made earlier into its blocks (copy on
-  // write, swap in) lands before a swap-out reads them, and one into a block freed here
-  // lands before any later use of the block (this step's later copies, then the chunks).
-  if (seq->num_computed > 0 && kv_->num_host_blocks() > 0 &&
-      kv_->CanSwapOut(seq->id, seq->num_computed)) {
-    const int32_t before = UsedBlocks();
-    kv_->SwapOut(seq->id, seq->num_computed, &out->copies);
-    tenant.num_blocks_held -= before - UsedBlocks();
-    seq->swapped = true;
-    ++num_swap_outs_;
-    ++num_swapped_;
-  } else {
-    FreeBlocks(seq);
-    seq->num_computed = 0;
-  }
+  TenantState& tenant = capacity_.tenant(seq->tenant_index);
+  capacity_.Evict(seq, &out->copies);
   --tenant.num_running;
   ++tenant.num_waiting;
   seq->status = SeqStatus::kWaiting;
@@ -407,7 +326,7 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
   for (const ScheduledChunk& c : output.chunks) {
     Sequence* seq = c.seq;
     seq->num_computed += c.num_tokens;
-    tenants_[seq->tenant_index].served_tokens += c.num_tokens;
+    capacity_.tenant(seq->tenant_index).served_tokens += c.num_tokens;
     if (kv_->prefix_caching()) {
       // Blocks it just filled become reusable by later sequences.
       const int32_t full = seq->num_computed / kv_->block_size();
@@ -418,7 +337,7 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
 }
 
 void Scheduler::Remove(Sequence* seq) {
-  TenantState& tenant = tenants_[seq->tenant_index];
+  TenantState& tenant = capacity_.tenant(seq->tenant_index);
   bool found = true;
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) {
     running_.erase(it);
@@ -429,85 +348,27 @@ void Scheduler::Remove(Sequence* seq) {
   } else {
     found = false;
   }
-  FreeBlocks(seq);  // host blocks too, when it was swapped out
-  if (seq->swapped) {
-    seq->swapped = false;
-    --num_swapped_;
-  }
+  capacity_.Free(seq, /*gone=*/true);  // host blocks too, when it was swapped out
   seq->status = SeqStatus::kFinished;
   if (found && !tenant.active()) policy_->OnTenantIdle(seq->tenant_index);
 }
 
 void Scheduler::SetTenants(const std::vector<TenantConfig>& table) {
-  std::vector<TenantState> next;
-  absl::flat_hash_map<std::string, int32_t> by_name;
-  auto add = [&](TenantConfig config, bool configured) {
-    TenantState state;
-    state.config = std::move(config);
-    state.configured = configured;
-    if (const int32_t old = FindTenant(state.config.name); old >= 0) {
-      state.served_tokens = tenants_[old].served_tokens;
-    }
-    by_name[state.config.name] = static_cast<int32_t>(next.size());
-    next.push_back(std::move(state));
-  };
-  for (const TenantConfig& config : table) add(config, true);
-  // Tenants that left the table keep their sequences in flight, under default terms.
-  for (const TenantState& old : tenants_) {
-    if (old.active() && !by_name.contains(old.config.name)) {
-      TenantConfig defaults;
-      defaults.name = old.config.name;
-      add(std::move(defaults), false);
-    }
-  }
-  tenants_ = std::move(next);
-  tenant_by_name_ = std::move(by_name);
-  // A block shared by several sequences (same tenant: forks, prefix cache) counts once.
-  std::vector<absl::flat_hash_set<int32_t>> held(tenants_.size());
-  for (Sequence* s : running_) {
-    s->tenant_index = tenant_by_name_.at(s->request.tenant);
-    ++tenants_[s->tenant_index].num_running;
-    const std::vector<int32_t>& table = kv_->BlockTable(s->id);
-    held[s->tenant_index].insert(table.begin(), table.end());
-  }
-  for (size_t t = 0; t < held.size(); ++t) {
-    tenants_[t].num_blocks_held = static_cast<int32_t>(held[t].size());
-  }
-  for (Sequence* s : waiting_) {
-    s->tenant_index = tenant_by_name_.at(s->request.tenant);
-    ++tenants_[s->tenant_index].num_waiting;
-  }
-  policy_->OnTenantsChanged(tenants_);
+  capacity_.SetTenants(table, running_, waiting_);
+  policy_->OnTenantsChanged(capacity_.tenants());
 }
 
 std::vector<std::pair<Sequence*, absl::Status>> Scheduler::Unsatisfiable() const {
   std::vector<std::pair<Sequence*, absl::Status>> out;
-  int64_t floors = 0;
-  bool bounded = false;
-  for (const TenantState& t : tenants_) {
-    floors += t.config.kv_cache_floor_blocks;
-    bounded = bounded || t.config.kv_cache_cap_blocks > 0 || t.config.kv_cache_floor_blocks > 0;
-  }
-  if (!bounded) return out;
-  const auto check = [&](Sequence* s) {
-    const TenantState& t = tenants_[s->tenant_index];
-    const KvBlockLimit limit = TenantKvLimit(
-        &t.config, t.config.name, floors - t.config.kv_cache_floor_blocks, kv_->num_blocks());
-    const int32_t need = kv_->BlocksFor(s->num_tokens());
-    if (need <= limit.blocks) return;
-    out.emplace_back(
-        s, absl::ResourceExhaustedError(absl::StrCat(
-               "KV cache: the request's ", s->num_tokens(), " tokens need ", need, " blocks; ",
-               limit.holder, " holds ", limit.blocks, " since the tenant table changed")));
-  };
-  for (Sequence* s : running_) check(s);
-  for (Sequence* s : waiting_) check(s);
+  capacity_.AddUnsatisfiable(running_, &out);
+  const std::vector<Sequence*> waiting(waiting_.begin(), waiting_.end());
+  capacity_.AddUnsatisfiable(waiting, &out);
   return out;
 }
 
 void Scheduler::SetPolicy(std::unique_ptr<SchedulingPolicy> policy) {
   policy_ = std::move(policy);
-  policy_->OnTenantsChanged(tenants_);
+  policy_->OnTenantsChanged(capacity_.tenants());
 }
 
 }  // namespace pagoda::engine

@@ -1,16 +1,15 @@
-// Iteration-level scheduler (Orca/vLLM style). Each step it hands out a token budget:
-// running sequences first (a decode token each, or their next prefill chunk), then waiting
-// ones in policy order while budget, sequence cap and free blocks allow. There are no
-// prefill/decode phases, only computed vs. needed tokens. It never runs the model.
+// Iteration-level scheduler (Orca/vLLM style), the micro-batch half: what runs this step.
+// Each step it hands out a token budget: running sequences first (a decode token each, or
+// their next prefill chunk), then waiting ones in policy order while budget, sequence cap
+// and free blocks allow; it chunks and paces prompts and rebalances run slots between
+// tenants. There are no prefill/decode phases, only computed vs. needed tokens. It never
+// runs the model.
 //
-// A preempted sequence either loses its K/V (recompute: it starts over, its full blocks
-// left in the prefix cache) or, when the KV cache manager has host swap space with room,
-// has its computed blocks copied out and back in when it runs again (swap).
-//
-// Tenant quotas live here (the policy only orders): a tenant's sequences never hold more
-// than kv_cache_cap_blocks distinct blocks (one its forks or cache hits share counts once),
-// never run more than max_running_requests at once, and the unused part of every other
-// tenant's kv_cache_floor_blocks is never handed out.
+// What may hold KV is the capacity half's (kv_capacity.h): tenant quotas (the policy only
+// orders), blocks per tenant, and preemption's swap-or-recompute. A tenant's sequences
+// never hold more than kv_cache_cap_blocks distinct blocks (one its forks or cache hits
+// share counts once), never run more than max_running_requests at once, and the unused part
+// of every other tenant's kv_cache_floor_blocks is never handed out.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_capacity.h"
 #include "engine/prefill_pacer.h"
 #include "engine/scheduling_policy.h"
 #include "engine/sequence.h"
@@ -99,49 +98,42 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   // Every tenant seen: the table's, then names requests brought (default terms).
-  const std::vector<TenantState>& tenants() const { return tenants_; }
+  const std::vector<TenantState>& tenants() const { return capacity_.tenants(); }
   // Index of tenant `name` in tenants(), or -1.
-  int32_t FindTenant(const std::string& name) const;
+  int32_t FindTenant(const std::string& name) const { return capacity_.Find(name); }
+  // Distinct KV blocks tenant `index`'s sequences hold.
+  int32_t blocks_held(int32_t index) const { return capacity_.BlocksHeld(index); }
   const SchedulingPolicy& policy() const { return *policy_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Preemptions that swapped the sequence out (the rest recomputed), and swap-ins, ever.
-  int64_t num_swap_outs() const { return num_swap_outs_; }
-  int64_t num_swap_ins() const { return num_swap_ins_; }
+  int64_t num_swap_outs() const { return capacity_.num_swap_outs(); }
+  int64_t num_swap_ins() const { return capacity_.num_swap_ins(); }
   // Waiting sequences swapped out now.
-  int32_t num_swapped() const { return num_swapped_; }
+  int32_t num_swapped() const { return capacity_.num_swapped(); }
   // Prefix cache lookups at admission: tokens looked up and tokens found, ever.
-  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
-  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
+  int64_t prefix_cache_queries() const { return capacity_.prefix_cache_queries(); }
+  int64_t prefix_cache_hits() const { return capacity_.prefix_cache_hits(); }
   const SchedulerConfig& config() const { return config_; }
 
  private:
   // Index of tenant `name`, appending it with default terms when unknown.
   int32_t ResolveTenant(const std::string& name);
-  // Grows `seq`'s blocks to hold `num_tokens` tokens (copying a shared block it is about
-  // to write into `copies`), charging its tenant; false if short.
-  bool ReserveBlocks(Sequence* seq, int32_t num_tokens, std::vector<BlockCopy>* copies);
-  // Blocks running `seq` lacks to compute `n` more tokens (a copy on write included).
-  int32_t BlocksToRun(const Sequence* seq, int32_t n) const;
   // Admits waiting `seq`: its cached prefix (if any), then blocks for `n` tokens.
   void Admit(Sequence* seq, size_t index, int32_t n, absl::Span<const BlockHash> cached,
              SchedulerOutput* out, int32_t* budget);
-  // Blocks in use (not free, not cached-free). Blocks are shared only within a tenant
-  // (forks; the prefix cache is salted by tenant), so the change in this count across an
-  // operation on one sequence is its tenant's change in distinct blocks held.
-  int32_t UsedBlocks() const;
-  // Frees every block of `seq`, crediting its tenant.
-  void FreeBlocks(Sequence* seq);
-  // Free blocks tenant `tenant` may take: free minus the unused floors of the others.
-  int32_t AvailableBlocks(int32_t tenant) const;
-  // Running sequences that may be preempted for `requester` (itself always may).
-  std::vector<Sequence*> VictimCandidates(const Sequence* requester) const;
+  // Whether waiting `seq` may start now with `n` tokens from `start` (its blocks beyond
+  // the cached prefix `cached` taken); else whether its tenant is skipped (its run slots or
+  // cap) or the queue waits (the pool, or the engine's run slots).
+  enum class Start : int8_t { kNow, kSkipTenant, kWait };
+  Start CanStart(const Sequence* seq, int32_t start, int32_t n,
+                 absl::Span<const BlockHash> cached) const;
   // Preempts enough for running `seq` to take `n` more tokens' blocks, within its cap and
   // the pool; false when `seq` itself was preempted. `*i` follows running_[*i] == seq.
   bool MakeRoom(Sequence* seq, int32_t n, size_t* i, SchedulerOutput* out, int32_t* budget);
   // Preempts running `victim`, returning its chunk (if any) to the budget.
   void PreemptRunning(Sequence* victim, size_t* i, SchedulerOutput* out, int32_t* budget);
-  // Swaps `seq`'s computed blocks out when the KV cache manager has swap space with room
-  // for them, else frees them (recompute); requeues it at the front of the waiting queue.
+  // Swaps `seq`'s computed blocks out or frees them (KvCapacity::Evict); requeues it at the
+  // front of the waiting queue.
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Tokens `seq` may run this step within `budget`; 0 when it must wait.
   int32_t ChunkSize(const Sequence* seq, int32_t budget) const;
@@ -166,22 +158,16 @@ class Scheduler {
 
   SchedulerConfig config_;
   KvCacheManager* kv_;
+  KvCapacity capacity_;
   std::unique_ptr<SchedulingPolicy> policy_;
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> waiting_;
-  std::vector<TenantState> tenants_;
-  absl::flat_hash_map<std::string, int32_t> tenant_by_name_;
   PrefillLimits limits_;
   bool paced_ = false;                    // this step applies limits_ (some long work is paced)
   std::vector<int32_t> short_by_tenant_;  // sequences with short work, per tenant
   int32_t num_short_ = 0;                 // their sum
   int32_t long_chunk_ = 0;                // this step's chunk for long prompts while paced_
   int64_t num_preemptions_ = 0;
-  int64_t num_swap_outs_ = 0;
-  int64_t num_swap_ins_ = 0;
-  int32_t num_swapped_ = 0;
-  int64_t prefix_cache_queries_ = 0;
-  int64_t prefix_cache_hits_ = 0;
 };
 
 }  // namespace pagoda::engine

@@ -49,22 +49,27 @@ struct KvBlockLimit {
 KvBlockLimit TenantKvLimit(const TenantConfig* config, const std::string& name,
                            int64_t others_floors, int64_t num_blocks);
 
+// Run slots a tenant under `config` running `running` sequences has left: its
+// max_running_requests less them (at least 0), or kNoRunLimit when it has none. Every check
+// of max_running_requests (admission, scheduling, slot rebalancing) goes through it.
+inline constexpr int32_t kNoRunLimit = INT32_MAX;
+inline int32_t RunSlotsLeft(const TenantConfig& config, int32_t running) {
+  if (config.max_running_requests <= 0) return kNoRunLimit;
+  return std::max(0, config.max_running_requests - running);
+}
+
 // A tenant's live accounting in the scheduler (engine thread only). Tenants named by a
-// request but absent from the table get default terms and `configured` false.
+// request but absent from the table get default terms and `configured` false. The blocks
+// it holds are counted by the KV cache manager (KvCapacity::BlocksHeld).
 struct TenantState {
   TenantConfig config;
   bool configured = false;
   int32_t num_running = 0;
-  int32_t num_waiting = 0;      // queued in the scheduler, preempted ones included
-  int32_t num_blocks_held = 0;  // KV blocks its running sequences hold
-  int64_t served_tokens = 0;    // tokens computed for it, ever (prompt, output, recompute)
+  int32_t num_waiting = 0;    // queued in the scheduler, preempted ones included
+  int64_t served_tokens = 0;  // tokens computed for it, ever (prompt, output, recompute)
 
   // Has a sequence waiting or running (is "backlogged").
   bool active() const { return num_running + num_waiting > 0; }
-  // Floor blocks it does not use now: kept free for it.
-  int32_t unused_floor() const {
-    return std::max(0, config.kv_cache_floor_blocks - num_blocks_held);
-  }
 };
 
 }  // namespace pagoda::engine

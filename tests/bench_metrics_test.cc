@@ -3,6 +3,7 @@
 // tenant specifications, Jain's index and the fairness window.
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "bench/arrival_schedule.h"
 #include "bench/bench_app.h"
 #include "bench/bench_args.h"
+#include "bench/bench_flags.h"
 #include "bench/dataset.h"
 #include "bench/fairness.h"
 #include "bench/metrics.h"
@@ -202,15 +204,49 @@ TEST(ParseGoodputTest, AcceptsListsAndRejectsNonsense) {
   EXPECT_FALSE(ParseGoodput({"ttft:1,ttft:2"}).ok());
 }
 
-TEST(PrepareArgsTest, DashesBecomeUnderscoresAndGoodputWordsJoin) {
-  std::vector<std::string> in = {"pagoda-bench",        "--request-rate",  "5.5",
-                                 "--goodput",           "ttft:1",          "tpot:2",
-                                 "--json-out=a-b.json", "--goodput=e2el:3"};
+// The command line as pagoda-bench parses it (bench_flags.h, bench_args.h).
+struct ParsedArgs {
+  BenchConfig config;
+  std::optional<int> rc;  // ParseCommandLine's: nullopt = go on
+};
+ParsedArgs ParseBenchArgs(std::vector<std::string> in) {
+  in.insert(in.begin(), "pagoda-bench");
   std::vector<char*> argv;
   for (std::string& s : in) argv.push_back(s.data());
-  EXPECT_THAT(PrepareArgs(static_cast<int>(argv.size()), argv.data()),
-              ElementsAre("pagoda-bench", "--request_rate", "5.5", "--goodput=ttft:1,tpot:2",
-                          "--json_out=a-b.json", "--goodput=e2el:3"));
+  CLI::App app("test", "pagoda-bench");
+  SetUpApp(&app);
+  ParsedArgs out;
+  AddBenchFlags(&app, &out.config);
+  out.rc = ParseCommandLine(&app, static_cast<int>(argv.size()), argv.data());
+  return out;
+}
+
+TEST(BenchArgsTest, DashesAndUnderscoresAndGoodputWords) {
+  const ParsedArgs p =
+      ParseBenchArgs({"--request-rate", "5.5", "--num_prompts=7", "--goodput", "ttft:1", "tpot:2",
+                      "--json-out=a-b.json", "--goodput=e2el:3"});
+  ASSERT_FALSE(p.rc.has_value());
+  EXPECT_EQ(p.config.request_rate, 5.5);
+  EXPECT_EQ(p.config.num_prompts, 7);
+  EXPECT_EQ(p.config.json_out, "a-b.json");  // dashes in a value stay
+  EXPECT_THAT(p.config.goodput, ElementsAre("ttft:1", "tpot:2", "e2el:3"));
+}
+
+TEST(BenchArgsTest, TenantRepeatsInOrder) {
+  const ParsedArgs p =
+      ParseBenchArgs({"--tenant", "name=a,key=1", "--num-prompts=3", "--tenant=name=b"});
+  ASSERT_FALSE(p.rc.has_value());
+  EXPECT_THAT(p.config.tenants, ElementsAre("name=a,key=1", "name=b"));
+  EXPECT_EQ(p.config.num_prompts, 3);
+}
+
+TEST(BenchArgsTest, UnknownFlagsAndValuesExitTwo) {
+  EXPECT_EQ(ParseBenchArgs({"--no-such-flag=1"}).rc, 2);
+  EXPECT_EQ(ParseBenchArgs({"--backend", "http"}).rc, 2);
+  EXPECT_EQ(ParseBenchArgs({"--dataset=sharegpt"}).rc, 2);
+  EXPECT_EQ(ParseBenchArgs({"--concurrency=many"}).rc, 2);
+  EXPECT_EQ(ParseBenchArgs({"stray"}).rc, 2);
+  EXPECT_EQ(ParseBenchArgs({"--help"}).rc, 0);
 }
 
 TEST(DatasetTest, RandomPromptsShareThePrefixAndAvoidSpecialIds) {
@@ -333,6 +369,89 @@ TEST(ReportTest, JsonHasVllmKeysAndPerRequestArrays) {
 TEST(ProgressTest, LineText) {
   EXPECT_EQ(ProgressReporter::Line(37, 100, 2.0, 2), "37/100 done, 18.5 req/s, 2 errors");
   EXPECT_EQ(ProgressReporter::Line(0, 5, 0.0, 1), "0/5 done, 0.0 req/s, 1 error");
+}
+
+TEST(ValidateConfigTest, NamesTheBadFlag) {
+  BenchConfig c;
+  c.server = "127.0.0.1:1";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.range_ratio = 1.0;
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("--range-ratio"));
+  c.range_ratio = 0;
+  c.dataset = "file";
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("--dataset-path"));
+  c.dataset = "random";
+  c.request_rate = 0;
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), ::testing::HasSubstr("--request-rate"));
+}
+
+TEST(JainIndexTest, EqualSharesAreOneAndOneTakerIsOneOverN) {
+  EXPECT_DOUBLE_EQ(*JainIndex({5, 5, 5}), 1.0);
+  EXPECT_DOUBLE_EQ(*JainIndex({7, 0, 0, 0}), 0.25);
+  // (1 + 2 + 3)^2 / (3 * (1 + 4 + 9)) = 36 / 42.
+  EXPECT_DOUBLE_EQ(*JainIndex({1, 2, 3}), 36.0 / 42.0);
+  EXPECT_DOUBLE_EQ(*JainIndex({4}), 1.0);
+  EXPECT_FALSE(JainIndex({}).has_value());
+  EXPECT_FALSE(JainIndex({0, 0}).has_value());
+}
+
+TEST(FairnessTest, WindowEndsAtTheFirstTenantsLastSendAndTokensAreDividedByWeight) {
+  // Tenant a (weight 1) sends at 0 and 4; tenant b (weight 2) at 0, 1 and 2: the window is
+  // [0, 2] (b's last send), bounds included.
+  const std::vector<RequestRecord> a = {
+      Record(0, {0.5, 1.0, 2.0}, {3, 1, 2}, 2.5, 6),  // all 6 tokens in the window
+      Record(4, {4.5}, {5}, 5.0, 5)};                 // after the window
+  const std::vector<RequestRecord> b = {
+      Record(0, {0.5}, {4}, 0.6, 4), Record(1, {1.5, 2.0}, {4, 4}, 2.1, 8),
+      Record(2, {2.5}, {9}, 3.0, 9, "UNAVAILABLE")};  // after the window; failed anyway
+  const Fairness f = ComputeFairness({{.records = &a, .weight = 1}, {.records = &b, .weight = 2}},
+                                     /*start=*/0);
+  EXPECT_EQ(f.window_start, 0);
+  EXPECT_EQ(f.window_end, 2);
+  EXPECT_THAT(f.window_tokens, ElementsAre(6, 12));
+  EXPECT_THAT(f.normalized, ElementsAre(6.0, 6.0));
+  EXPECT_DOUBLE_EQ(*f.jain, 1.0);
+  // Weights 1 and 1: x = (6, 12), J = 18^2 / (2 * 180) = 0.9.
+  const Fairness equal = ComputeFairness({{.records = &a}, {.records = &b}}, 0);
+  EXPECT_DOUBLE_EQ(*equal.jain, 0.9);
+  // A tenant that sent nothing closes the window at the start: no tokens, no index.
+  const std::vector<RequestRecord> none;
+  const Fairness empty = ComputeFairness({{.records = &a}, {.records = &none}}, 0.25);
+  EXPECT_EQ(empty.window_end, 0.25);
+  EXPECT_THAT(empty.window_tokens, ElementsAre(0, 0));
+  EXPECT_FALSE(empty.jain.has_value());
+}
+
+TEST(TenantSpecTest, ParsesFieldsTakesDefaultsAndNamesTheBadField) {
+  const TenantSpec defaults = {.api_key = "global", .concurrency = 3, .num_prompts = 10};
+  const absl::StatusOr<TenantSpec> a =
+      ParseTenantSpec("name=a,key=K1,weight=2.5,concurrency=8", defaults);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->name, "a");
+  EXPECT_EQ(a->api_key, "K1");
+  EXPECT_EQ(a->weight, 2.5);
+  EXPECT_EQ(a->concurrency, 8);
+  EXPECT_TRUE(std::isinf(a->request_rate));
+  EXPECT_EQ(a->num_prompts, 10);
+  const absl::StatusOr<TenantSpec> b = ParseTenantSpec("name=b,rate=4,num-prompts=7", defaults);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->api_key, "global");
+  EXPECT_EQ(b->weight, 1);
+  EXPECT_EQ(b->concurrency, 3);
+  EXPECT_EQ(b->request_rate, 4);
+  EXPECT_EQ(b->num_prompts, 7);
+  const auto error = [&](const std::string& spec) {
+    return std::string(ParseTenantSpec(spec, defaults).status().message());
+  };
+  EXPECT_THAT(error("key=K"), ::testing::HasSubstr("name is required"));
+  EXPECT_THAT(error("name=a,weight=0"), ::testing::HasSubstr("weight"));
+  EXPECT_THAT(error("name=a,rate=-1"), ::testing::HasSubstr("rate"));
+  EXPECT_THAT(error("name=a,concurrency=x"), ::testing::HasSubstr("concurrency"));
+  EXPECT_THAT(error("name=a,colour=red"), ::testing::HasSubstr("unknown field 'colour'"));
+  EXPECT_THAT(error("name=a,name=b"), ::testing::HasSubstr("name is given twice"));
+  EXPECT_THAT(error("name=a,weight"), ::testing::HasSubstr("not KEY=VALUE"));
+  // Keys may contain '='.
+  EXPECT_EQ(ParseTenantSpec("name=a,key=ab==", defaults)->api_key, "ab==");
 }
 
 TEST(ValidateConfigTest, NamesTheBadFlag) {

@@ -3,6 +3,7 @@
 // KV caps and floors, and every block free again at the end of each scenario.
 #include "engine/fair_share_policy.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -89,9 +90,10 @@ class TenantSim {
     while (finished_ < static_cast<int>(seqs_.size()) && steps_ < max_steps) Step();
     ASSERT_EQ(finished_, static_cast<int>(seqs_.size()));
     EXPECT_EQ(kv_.num_free_blocks(), kv_.num_blocks());
-    for (const TenantState& t : scheduler_->tenants()) {
-      EXPECT_EQ(t.num_blocks_held, 0) << t.config.name;
-      EXPECT_FALSE(t.active()) << t.config.name;
+    const std::vector<TenantState>& tenants = scheduler_->tenants();
+    for (size_t i = 0; i < tenants.size(); ++i) {
+      EXPECT_EQ(scheduler_->blocks_held(static_cast<int32_t>(i)), 0) << tenants[i].config.name;
+      EXPECT_FALSE(tenants[i].active()) << tenants[i].config.name;
     }
   }
 
@@ -122,16 +124,19 @@ class TenantSim {
   // floor is still free.
   void CheckQuotas() {
     int32_t unused_floors = 0, held = 0;
-    for (const TenantState& t : scheduler_->tenants()) {
-      EXPECT_EQ(t.num_blocks_held, BlocksOf(t.config.name)) << t.config.name;
+    const std::vector<TenantState>& tenants = scheduler_->tenants();
+    for (size_t i = 0; i < tenants.size(); ++i) {
+      const TenantState& t = tenants[i];
+      const int32_t t_held = scheduler_->blocks_held(static_cast<int32_t>(i));
+      EXPECT_EQ(t_held, BlocksOf(t.config.name)) << t.config.name;
       if (t.config.kv_cache_cap_blocks > 0) {
-        EXPECT_LE(t.num_blocks_held, t.config.kv_cache_cap_blocks) << t.config.name;
+        EXPECT_LE(t_held, t.config.kv_cache_cap_blocks) << t.config.name;
       }
       if (t.config.max_running_requests > 0) {
         EXPECT_LE(t.num_running, t.config.max_running_requests) << t.config.name;
       }
-      unused_floors += t.unused_floor();
-      held += t.num_blocks_held;
+      unused_floors += std::max(0, t.config.kv_cache_floor_blocks - t_held);
+      held += t_held;
     }
     EXPECT_GE(kv_.num_free_blocks(), unused_floors);
     EXPECT_EQ(held, kv_.num_blocks() - kv_.num_free_blocks());
@@ -431,7 +436,7 @@ TEST(FairSharePolicyTest, TableChangeKeepsSequencesInFlight) {
   ASSERT_EQ(sim.scheduler().tenants().size(), 2u);  // a, and zed while in flight
   const TenantState& ta = sim.scheduler().tenants()[sim.scheduler().FindTenant("a")];
   EXPECT_EQ(ta.num_running, 1);
-  EXPECT_EQ(ta.num_blocks_held, 2);
+  EXPECT_EQ(sim.scheduler().blocks_held(sim.scheduler().FindTenant("a")), 2);
   EXPECT_EQ(ta.served_tokens, 8);
   EXPECT_EQ(sim.Counter("a"), 8);
   sim.RunToEnd();

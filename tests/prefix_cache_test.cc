@@ -114,6 +114,64 @@ void Compute(KvCacheManager& kv, SeqId seq, const BlockHash& root,
   kv.CacheFullBlocks(seq, *hashes, n);
 }
 
+// Each group's count is its distinct blocks in use, at every kind of operation: growth,
+// a cached prefix taken back (free or shared), a fork and its copy on write, swap out and
+// in, free, and a renumbering of the groups.
+TEST(KvCacheManagerGroupTest, EachGroupHoldsItsDistinctBlocks) {
+  KvCacheManager kv(12, 4, /*prefix_caching=*/true, kHasher, /*num_host_blocks=*/4);
+  const BlockHash a = kHasher.Root("m/a");
+  kv.SetGroup(1, 1);
+  kv.SetGroup(2, 1);
+  kv.SetGroup(3, 2);
+  std::vector<BlockHash> h1;
+  Compute(kv, 1, a, Iota(10), &h1);  // 3 blocks, 2 of them cached
+  EXPECT_EQ(kv.BlocksHeld(1), 3);
+  ASSERT_TRUE(kv.Reserve(3, 5));
+  EXPECT_EQ(kv.BlocksHeld(2), 2);
+  EXPECT_EQ(kv.BlocksHeld(0), 0);
+  // Seq 2 (same group) takes seq 1's cached blocks while they are held: no more blocks.
+  std::vector<BlockHash> h2;
+  ASSERT_EQ(kv.MatchPrefix(a, Iota(10), 9, &h2), 2);
+  kv.TakeCached(2, h2);
+  EXPECT_EQ(kv.BlocksHeld(1), 3);
+  // A fork shares everything; its write into the shared partial block copies it (+1).
+  kv.Fork(1, 4);
+  EXPECT_EQ(kv.BlocksHeld(1), 3);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(kv.Reserve(4, 11, /*first_write=*/10, &copies));
+  EXPECT_EQ(copies.size(), 1u);
+  EXPECT_EQ(kv.BlocksHeld(1), 4);
+  // Seq 1 goes: its partial block and the shared ones stay held by 2 and 4.
+  kv.Forget(1);
+  EXPECT_EQ(kv.BlocksHeld(1), 3);
+  // Seq 3 swaps out (device blocks leave its group) and back in.
+  copies.clear();
+  ASSERT_TRUE(kv.CanSwapOut(3, 5));
+  kv.SwapOut(3, 5, &copies);
+  EXPECT_EQ(kv.BlocksHeld(2), 0);
+  ASSERT_TRUE(kv.SwapIn(3, &copies));
+  EXPECT_EQ(kv.BlocksHeld(2), 2);
+  // A new table: group 2 becomes 0 and group 1 becomes 2; the counts follow.
+  kv.Regroup({{2, 2}, {4, 2}, {3, 0}});
+  EXPECT_EQ(kv.BlocksHeld(0), 2);
+  EXPECT_EQ(kv.BlocksHeld(1), 0);
+  EXPECT_EQ(kv.BlocksHeld(2), 3);
+  // Freed, the cached blocks drop out of every count (they are free, not held).
+  kv.Forget(2);
+  kv.Forget(4);
+  kv.Forget(3);
+  for (int32_t g : {0, 1, 2}) EXPECT_EQ(kv.BlocksHeld(g), 0) << g;
+  EXPECT_EQ(kv.num_free_blocks(), 12);
+  // A cached free block taken back is charged again.
+  kv.SetGroup(5, 1);
+  std::vector<BlockHash> h5;
+  ASSERT_EQ(kv.MatchPrefix(a, Iota(10), 9, &h5), 2);
+  kv.TakeCached(5, h5);
+  EXPECT_EQ(kv.BlocksHeld(1), 2);
+  kv.Forget(5);
+  EXPECT_EQ(kv.BlocksHeld(1), 0);
+}
+
 TEST(KvCacheManagerPrefixTest, HitLengthEvictionOrderAndRefCounts) {
   KvCacheManager kv(6, 4, /*prefix_caching=*/true, kHasher);
   const BlockHash a = kHasher.Root("m/a"), b = kHasher.Root("m/b");
@@ -310,7 +368,7 @@ TEST(SchedulerForkTest, SamplesShareThePromptAndCopyTheSharedPartialBlockOnWrite
   EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
   EXPECT_EQ(sim.kv.pool().ref_count(1), 4);
   EXPECT_EQ(sim.kv.num_free_blocks(), 14);
-  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 2);  // a shared block counts once
+  EXPECT_EQ(sim.scheduler.blocks_held(0), 2);  // a shared block counts once
   // Each writes token 6 into block 1: the first three get copies, the last writes in place.
   out = sim.scheduler.Schedule();
   ASSERT_EQ(out.chunks.size(), 4u);
@@ -325,12 +383,12 @@ TEST(SchedulerForkTest, SamplesShareThePromptAndCopyTheSharedPartialBlockOnWrite
   EXPECT_THAT(sim.kv.BlockTable(103), ElementsAre(0, 1));
   EXPECT_EQ(sim.kv.pool().ref_count(0), 4);
   for (int32_t b : {1, 2, 3, 4}) EXPECT_EQ(sim.kv.pool().ref_count(b), 1);
-  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 5);  // blocks 0-4
+  EXPECT_EQ(sim.scheduler.blocks_held(0), 5);  // blocks 0-4
   sim.scheduler.OnStepDone(out);
   for (auto& c : children) sim.scheduler.Remove(c.get());  // cancelled: all of them go
   sim.scheduler.Remove(parent);
   EXPECT_EQ(sim.kv.num_free_blocks(), 16);
-  EXPECT_EQ(sim.scheduler.tenants()[0].num_blocks_held, 0);
+  EXPECT_EQ(sim.scheduler.blocks_held(0), 0);
 }
 
 }  // namespace

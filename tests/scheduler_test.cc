@@ -165,7 +165,7 @@ TEST(SchedulerTest, ATenantHoldsASharedBlockOnceAndItsCapCountsDistinctBlocks) {
   child.max_total_tokens = 72;
   child.request.tenant = "";
   sim.scheduler().AddFork(parent, &child);
-  const auto held = [&] { return sim.scheduler().tenants()[0].num_blocks_held; };
+  const auto held = [&] { return sim.scheduler().blocks_held(0); };
   EXPECT_EQ(held(), 16);  // not 32: the child shares all of them
   // Each writes its next token into a block of its own: 18 distinct blocks, within the cap
   // of 20 (counting per holder would be 34 and preempt one of them).
