@@ -60,6 +60,61 @@ TEST(EngineGrammarTest, OutputsFollowTheSchema) {
   EXPECT_TRUE(testing::WaitForIdle(*engine));
 }
 
+// Constrained requests keep their outputs, token for token, when they run together on a
+// cache too small for them: preempted (recomputed from the prefix cache, or swapped), n = 2
+// forks included (the matcher's state follows the output, never the cache).
+TEST(EngineGrammarTest, PreemptionAndPrefixCachingKeepEachOutput) {
+  auto grammar = grammar::CompileJsonSchema(kSchema);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  const auto make_requests = [&] {
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 10; ++i) {
+      GenerationRequest r;
+      r.prompt = "Once upon a time, there was a";
+      r.max_tokens = 90;
+      r.sampling.temperature = i == 0 ? 0.f : 1.f;
+      r.sampling.seed = 2000 + i;
+      r.sampling.grammar = *grammar;
+      r.n = i % 4 == 3 ? 2 : 1;
+      requests.push_back(std::move(r));
+    }
+    return requests;
+  };
+  // Alone: each request on an engine of its own size, one at a time.
+  auto alone_engine = testing::StoriesEngine({.block_size = 4});
+  std::vector<CollectedOutput> alone;
+  for (GenerationRequest& r : make_requests()) {
+    alone.push_back(testing::RunOne(*alone_engine, std::move(r)));
+  }
+  for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    SCOPED_TRACE(mode == PreemptionMode::kSwap ? "swap" : "recompute");
+    auto engine = testing::StoriesEngine(
+        {.block_size = 4, .num_blocks = 40, .preemption_mode = mode, .swap_space = 1 << 20});
+    const std::vector<CollectedOutput> together = testing::RunAll(*engine, make_requests());
+    ASSERT_EQ(together.size(), alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) {
+      ASSERT_TRUE(together[i].error.ok()) << together[i].error;
+      EXPECT_EQ(together[i].text, alone[i].text) << "request " << i;
+      ASSERT_EQ(together[i].samples.size(), alone[i].samples.size()) << "request " << i;
+      for (size_t k = 0; k < alone[i].samples.size(); ++k) {
+        EXPECT_EQ(together[i].samples[k].text, alone[i].samples[k].text)
+            << "request " << i << " sample " << k;
+      }
+      if (alone[i].samples.empty() && alone[i].finish_reason == FinishReason::kStop) {
+        ExpectValid(together[i].text, together[i].finish_reason, "request " + std::to_string(i));
+      }
+    }
+    const EngineStats stats = engine->Stats();
+    EXPECT_GT(stats.num_preemptions, 0);
+    if (mode == PreemptionMode::kSwap) {
+      EXPECT_GT(stats.num_swap_outs, 0);
+    } else {
+      EXPECT_GT(stats.prefix_cache_hits, 0);  // a recomputed victim finds its blocks cached
+    }
+    EXPECT_TRUE(testing::WaitForIdle(*engine));
+  }
+}
+
 TEST(EngineGrammarTest, JsonObjectParses) {
   auto engine = testing::StoriesEngine();
   GenerationRequest r;

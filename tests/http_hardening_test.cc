@@ -367,6 +367,24 @@ TEST_F(HttpHardeningTest, RefusedGenerationsAreCountedByStatus) {
   EXPECT_EQ(Metric(failures + "\"NOT_FOUND\"}"), 1);
   EXPECT_EQ(post(R"({"prompt": "Once upon a time", "max_tokens": 2})"), 200);
   EXPECT_EQ(Metric(failures + "\"INVALID_ARGUMENT\"}"), 2);
+  // Refused by the transport before the body is read: a body over the limit, framing it
+  // does not support. Counted as generations all the same.
+  EXPECT_EQ(StatusOf(Exchange("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                              "999999999\r\n\r\n")
+                         .data),
+            413);
+  EXPECT_EQ(Metric(failures + "\"INVALID_ARGUMENT\"}"), 3);
+  EXPECT_EQ(StatusOf(Exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                              "Transfer-Encoding: gzip, chunked\r\n\r\n")
+                         .data),
+            501);
+  EXPECT_EQ(Metric(failures + "\"UNIMPLEMENTED\"}"), 1);
+  // Not a generation route: answered, not counted.
+  EXPECT_EQ(StatusOf(Exchange("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                              "999999999\r\n\r\n")
+                         .data),
+            413);
+  EXPECT_EQ(Metric(failures + "\"INVALID_ARGUMENT\"}"), 3);
   StartServer(server::SingleKeyTable("sesame"));
   EXPECT_EQ(post(R"({"prompt": "Once"})"), 401);
   EXPECT_EQ(Metric(failures + "\"UNAUTHENTICATED\"}"), 1);

@@ -186,9 +186,11 @@ pack_and_measure() {
   local bundle tree
   bundle=$(du -cb "$OUT_DIR" | tail -1 | cut -f1)
   if git -C "$ROOT" rev-parse >/dev/null 2>&1; then
-    # What travels besides carried paths: tracked and untracked-not-ignored files.
+    # What travels besides carried paths: tracked and untracked-not-ignored files (a tracked
+    # file deleted in the working tree does not travel: stat skips it, and its failure is not
+    # one of ours).
     tree=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
-      xargs -0 -r stat -c %s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
+      { xargs -0 -r stat -c %s -- 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
   else
     tree=$(du -cb --exclude=.git --exclude='build*' --exclude=gpu-bundle "$ROOT" | tail -1 | cut -f1)
   fi

@@ -1,6 +1,6 @@
 // The tokenizer over HTTP: POST /tokenize and POST /detokenize (llama-server's shapes, with
-// vLLM's field names accepted too). Bodies in, bodies out; the session authenticates and
-// answers (HttpSession::HandleJsonRoute).
+// vLLM's field names accepted too). Bodies in, bodies out; the router authenticates and
+// answers (HttpRouter::HandleJsonRoute).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,0 +1,188 @@
+#include "server/http/generation_response.h"
+
+#include <utility>
+
+#include "absl/time/time.h"
+
+namespace pagoda::server::http {
+namespace {
+
+using nlohmann::json;
+
+const char* IdPrefix(ApiKind kind) { return kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"; }
+
+}  // namespace
+
+GenerationResponse::GenerationResponse(HttpContext& context, ResponseWriter& writer, ApiKind kind,
+                                       std::shared_ptr<GenerationCall> call, PreparedGeneration p)
+    : context_(context),
+      writer_(writer),
+      kind_(kind),
+      stream_(p.stream),
+      include_usage_(p.include_usage),
+      link_(std::move(p.link)),
+      handle_(p.submitted.handle),
+      registration_(p.registration),
+      format_(kind, IdPrefix(kind) + p.submitted.request_id, absl::ToUnixSeconds(call->start()),
+              p.model.empty() ? context.deps().model_name : p.model),
+      samples_(p.n),
+      call_(std::move(call)) {
+  if (p.logprobs) {
+    const TokenBytesFn token_bytes = TokenBytesOf(*context_.deps().engine);
+    for (Sample& s : samples_) s.logprobs.emplace(kind, token_bytes);
+  }
+  if (p.tool_calls.has_value()) {
+    format_.set_tool_calls(*p.tool_calls);
+    if (stream_) tool_calls_.emplace(*p.tool_calls, p.n);
+  }
+}
+
+void GenerationResponse::Start() {
+  if (stream_) {
+    writer_.StartEvents();
+    if (kind_ == ApiKind::kChat) {
+      for (size_t i = 0; i < samples_.size(); ++i) {
+        writer_.WriteEvent(format_.RoleChunk(static_cast<int32_t>(i), include_usage_));
+      }
+    }
+  }
+  writer_.WatchDisconnect();
+  OnWake();
+}
+
+void GenerationResponse::OnWake() {
+  if (done()) return;
+  // Always taken, so every output wakes the connection and the unsent bytes are counted here.
+  const OutputBatch batch = link_->Take();
+  call_->OnTokens(batch.num_tokens, batch.token_gaps);
+  if (writer_.closed() || phase_ == Phase::kCut) {
+    if (batch.finished()) Finish(batch);
+    return;
+  }
+  for (size_t i = 0; i < samples_.size() && i < batch.samples.size(); ++i) {
+    Sample& s = samples_[i];
+    s.held += batch.samples[i].text;
+    if (s.logprobs.has_value()) s.logprobs->Add(batch.samples[i]);
+    if (batch.samples[i].finish_reason != engine::FinishReason::kNone) {
+      s.reason = batch.samples[i].finish_reason;
+    }
+  }
+  if (batch.finished()) return Finish(batch);
+  if (stream_) {
+    WriteEndedSamples();
+    if (!writer_.writing()) FlushText();
+  }
+  CutIfOverUnsentCap();
+}
+
+void GenerationResponse::OnWritesDone() {
+  if (!stream_ || done() || writer_.closed()) return;
+  FlushText();  // what arrived while the write was in flight, as one event
+}
+
+void GenerationResponse::OnClientGone() {
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kClientGone;
+  call_->ClientGone("the client closed the connection");
+  // The engine frees the request's blocks within a step and sends its last output,
+  // which unregisters it (OnWake -> Finish).
+  context_.client().Abort(handle_);
+}
+
+void GenerationResponse::FlushText() {
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    if (samples_[i].held.empty() || samples_[i].last_event_out) continue;
+    WriteText(i, /*at_end=*/false);
+  }
+}
+
+void GenerationResponse::WriteText(size_t i, bool at_end) {
+  Sample& s = samples_[i];
+  const int32_t index = static_cast<int32_t>(i);
+  const json logprobs = s.logprobs.has_value() ? s.logprobs->Take(s.held, at_end) : json(nullptr);
+  if (!tool_calls_.has_value()) {
+    writer_.WriteEvent(format_.Chunk(index, s.held, "", include_usage_, logprobs));
+  } else if (const chat::ToolCallStreamDelta d = tool_calls_->Next(i, s.held, at_end);
+             !d.empty() || !logprobs.is_null()) {
+    writer_.WriteEvent(format_.DeltaChunk(index, d, include_usage_, logprobs));
+  }
+  s.held.clear();
+}
+
+void GenerationResponse::WriteEndedSamples() {
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    Sample& s = samples_[i];
+    // An error or abort ends the whole request, reported by Finish.
+    if (s.last_event_out || s.reason == engine::FinishReason::kNone ||
+        s.reason == engine::FinishReason::kError || s.reason == engine::FinishReason::kAbort) {
+      continue;
+    }
+    // The text first, then an event with no text carrying the finish reason (as OpenAI
+    // and llama-server): a client that stops reading at finish_reason loses no text.
+    if (!s.held.empty() || tool_calls_.has_value()) WriteText(i, /*at_end=*/true);
+    const std::string name = engine::FinishReasonName(s.reason);
+    const std::string reason = tool_calls_.has_value() ? tool_calls_->FinishReason(i, name) : name;
+    const json logprobs =
+        s.logprobs.has_value() ? s.logprobs->Take("", /*all=*/true) : json(nullptr);
+    writer_.WriteEvent(
+        format_.Chunk(static_cast<int32_t>(i), "", reason, include_usage_, logprobs));
+    s.last_event_out = true;
+  }
+}
+
+bool GenerationResponse::CutIfOverUnsentCap() {
+  const int64_t cap = context_.options().max_unsent_bytes;
+  if (cap <= 0 || phase_ != Phase::kRunning || writer_.closed()) return false;
+  int64_t unsent = writer_.UnsentBytes();
+  for (const Sample& s : samples_) unsent += static_cast<int64_t>(s.held.size());
+  if (unsent <= cap) return false;
+  const absl::Status cut = stream_
+                               ? call_->CutAtUnsentCap(unsent, cap, "client is not reading")
+                               : call_->CutAtUnsentCap(unsent, cap, "response not sent yet",
+                                                       "; stream long outputs (\"stream\": true)");
+  phase_ = Phase::kCut;
+  for (Sample& s : samples_) s.held.clear();
+  // The engine frees the request's blocks within a step; its last output unregisters it.
+  context_.client().Abort(handle_);
+  writer_.CloseAfterResponse();
+  if (stream_) {
+    writer_.Close();  // the status line is out: an SSE stream cannot carry a status any more
+  } else {
+    writer_.RespondError(ToHttpError(cut));
+  }
+  return true;
+}
+
+void GenerationResponse::Finish(const OutputBatch& batch) {
+  const bool cut = phase_ == Phase::kCut;
+  phase_ = Phase::kDone;
+  context_.Unregister(registration_);
+  link_->Detach();  // here, on the connection's strand (see GenerationLink)
+  const bool failed = batch.finish_reason == engine::FinishReason::kError;
+  call_->OnLast(batch.finish_reason, batch.error, batch.usage);
+  call_->LogAccess();
+  if (writer_.closed() || cut) return;  // cut at the unsent cap: its answer is already out
+  if (!stream_) {
+    if (failed) return writer_.RespondError(ToHttpError(batch.error));
+    std::vector<std::string> texts, reasons;
+    std::vector<json> logprobs;
+    for (Sample& s : samples_) {
+      texts.push_back(s.held);
+      reasons.push_back(engine::FinishReasonName(s.reason));
+      if (s.logprobs.has_value()) logprobs.push_back(s.logprobs->Take(s.held, /*all=*/true));
+    }
+    return writer_.Respond(200, "application/json",
+                           format_.Full(texts, reasons, batch.usage, logprobs));
+  }
+  if (failed) {
+    writer_.CloseAfterResponse();
+    writer_.WriteEvent(ResponseFormatter::ErrorEvent(ToHttpError(batch.error).body));
+  } else {
+    WriteEndedSamples();
+    if (include_usage_) writer_.WriteEvent(format_.UsageChunk(batch.usage));
+    writer_.WriteEvent(ResponseFormatter::Done());
+  }
+  writer_.EndEvents();  // may end the response: nothing here after it
+}
+
+}  // namespace pagoda::server::http
