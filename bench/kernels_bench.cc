@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/kernels_bench_peak.h"
 #include "kernels/backend.h"
@@ -274,19 +275,29 @@ void RegisterAll() {
 }  // namespace pagoda::bench
 
 int main(int argc, char** argv) {
-  if (const char* env = std::getenv("PAGODA_BENCH_THREADS"))
-    pagoda::bench::g_threads = std::atoi(env);
-  // Take --threads=N (ours) out before Google Benchmark parses the rest.
+  // --threads=N (ours; PAGODA_BENCH_THREADS when not given) is taken out before Google
+  // Benchmark parses the rest, which refuses what it does not know. A bad count is refused.
+  const auto threads = [](const char* text, const char* what) {
+    int n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 1 || n > 1024) {
+      std::fprintf(stderr, "pagoda-kernels-bench: %s: \"%s\" is not a thread count in [1, 1024]\n",
+                   what, text);
+      std::exit(2);
+    }
+    return n;
+  };
+  if (const char* env = std::getenv("PAGODA_BENCH_THREADS")) {
+    pagoda::bench::g_threads = threads(env, "PAGODA_BENCH_THREADS");
+  }
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      pagoda::bench::g_threads = std::atoi(argv[i] + 10);
+      pagoda::bench::g_threads = threads(argv[i] + 10, "--threads");
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
-  if (pagoda::bench::g_threads < 1) pagoda::bench::g_threads = 1;
   benchmark::AddCustomContext("pagoda_threads", std::to_string(pagoda::bench::g_threads));
   pagoda::bench::RegisterAll();
   benchmark::Initialize(&argc, argv);

@@ -16,12 +16,13 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "CLI/CLI.hpp"
+#include "bench/bench_args.h"
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/paged_attention.cuh"
 
@@ -62,33 +63,21 @@ struct Row {
   double us = 0, gbs = 0, nosplit_us = 0, nosplit_gbs = 0;
 };
 
-bool ParseList(const std::string& s, std::vector<int>* out) {
-  out->clear();
-  for (absl::string_view part : absl::StrSplit(s, ',')) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v <= 0) return false;
-    out->push_back(v);
-  }
-  return !out->empty();
-}
-
-bool ParseArgs(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    const std::string key = arg.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (key == "--batches" && ParseList(value, &a->batches)) continue;
-    if (key == "--contexts" && ParseList(value, &a->contexts)) continue;
-    if (key == "--iters" && absl::SimpleAtoi(value, &a->iters) && a->iters > 0) continue;
-    if (key == "--json" && !value.empty()) {
-      a->json = value;
-      continue;
-    }
-    std::fprintf(stderr, "unknown or bad argument %s\n", arg.c_str());
-    return false;
-  }
-  return true;
+// Parses the command line into `a` (CLI11, as every pagoda binary: bench/bench_args.h).
+// Returns the exit code when the program should stop (0 after --help, 2 on a bad flag).
+std::optional<int> ParseArgs(int argc, char** argv, Args* a) {
+  CLI::App app("paged_attention_bench: CUDA paged-attention decode bandwidth",
+               "paged_attention_bench");
+  pagoda::bench::SetUpApp(&app);
+  app.add_option("--batches", a->batches, "Comma-separated batch sizes.")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--contexts", a->contexts, "Comma-separated context lengths.")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--iters", a->iters, "Timed iterations per shape.")->check(CLI::Range(1, 100000));
+  app.add_option("--json", a->json, "Write the table as JSON here.");
+  return pagoda::bench::ParseCommandLine(&app, argc, argv);
 }
 
 // Device memory filled with pseudo-random bf16 values in about [-1, 1): a random host chunk
@@ -252,7 +241,7 @@ bool WriteJson(const std::string& path, const cudaDeviceProp& prop, double copy_
 
 int main(int argc, char** argv) {
   Args args;
-  if (!ParseArgs(argc, argv, &args)) return 2;
+  if (auto rc = ParseArgs(argc, argv, &args)) return *rc;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::fprintf(stderr, "paged_attention_bench: no CUDA device\n");
