@@ -56,6 +56,16 @@ struct Operands {
   std::vector<uint8_t> w;
   std::vector<uint8_t> act;
   size_t act_row = 0;
+  std::vector<float> scales;  // Q8_0 activations: every block's scale widened
+  int64_t scale_row = 0;
+
+  quant::ActRows Rows(int rows, bool wide) const {
+    return {.data = act.data(),
+            .stride = act_row,
+            .rows = rows,
+            .scales = wide ? scales.data() : nullptr,
+            .scale_stride = static_cast<size_t>(scale_row)};
+  }
 };
 
 Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
@@ -70,10 +80,17 @@ Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
   for (int r = 0; r < rows; ++r) {
     quant::QuantizeActivations(act, xf.data() + r * k, o.act.data() + r * o.act_row, k);
   }
+  if (act == DType::kQ8_0) {
+    o.scale_row = k / 32;
+    o.scales.resize(o.scale_row * rows);
+    for (int r = 0; r < rows; ++r) {
+      quant::WidenScales(o.act.data() + r * o.act_row, k, o.scales.data() + r * o.scale_row);
+    }
+  }
   return o;
 }
 
-using RowsKernel = bool (*)(DType, int64_t, const void*, const void*, size_t, int, float*, int64_t);
+using RowsKernel = bool (*)(DType, int64_t, const void*, const quant::ActRows&, float*, int64_t);
 
 // `kernel` equals VecDotPortable bit for bit for every covered type, K, row count and input
 // kind, writing only its outputs' slots.
@@ -82,17 +99,21 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
   for (DType type : types) {
     for (int64_t k : {256, 512, 768, 2048, 4096}) {
       for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
-        for (bool extreme : {false, true}) {
+        for (int kind = 0; kind < 4; ++kind) {
+          const bool extreme = kind % 2 == 1;
+          const bool wide = kind >= 2;  // Q8_0 activations' scales widened
           const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
           const Operands o = Make(type, k, rows, seed, extreme);
+          if (wide && o.scales.empty()) continue;
           std::vector<float> got(2 * rows, -1.f);  // out_stride 2: odd slots stay untouched
-          ASSERT_TRUE(kernel(type, k, o.w.data(), o.act.data(), o.act_row, rows, got.data(), 2));
+          ASSERT_TRUE(kernel(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 2));
           for (int r = 0; r < rows; ++r) {
             const float want =
                 quant::VecDotPortable(type, k, o.w.data(), o.act.data() + r * o.act_row);
             EXPECT_EQ(Bits(got[2 * r]), Bits(want))
                 << DTypeName(type) << " k=" << k << " rows=" << rows << " row " << r
-                << (extreme ? " extreme" : "") << ": " << got[2 * r] << " vs " << want;
+                << (extreme ? " extreme" : "") << (wide ? " wide" : "") << ": " << got[2 * r]
+                << " vs " << want;
             EXPECT_EQ(got[2 * r + 1], -1.f);
             ++checked;
           }
@@ -100,11 +121,13 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
       }
     }
   }
-  EXPECT_EQ(checked, static_cast<int>(types.size()) * 5 * 10 * 2);
+  int wide_types = 0;
+  for (DType type : types) wide_types += quant::VecDotType(type) == DType::kQ8_0;
+  EXPECT_EQ(checked, (static_cast<int>(types.size()) + wide_types) * 5 * 10 * 2);
   // The types the kernels leave to VecDot: nothing written.
   const Operands o = Make(DType::kQ4_1, 256, 1, 1, false);
   float out = -1.f;
-  EXPECT_FALSE(kernel(DType::kQ4_1, 256, o.w.data(), o.act.data(), o.act_row, 1, &out, 1));
+  EXPECT_FALSE(kernel(DType::kQ4_1, 256, o.w.data(), o.Rows(1, false), &out, 1));
   EXPECT_EQ(out, -1.f);
 }
 
@@ -115,7 +138,8 @@ TEST(VecDotRows, Avx2KernelsEqualPortableBitForBit) {
 
 TEST(VecDotRows, Avx512KernelsEqualPortableBitForBit) {
   if (!quant::CpuHasAvx512Rows()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
-  CheckKernel(&quant::VecDotRowsAvx512, {DType::kQ4_0, DType::kQ8_0, DType::kQ6_K});
+  CheckKernel(&quant::VecDotRowsAvx512,
+              {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K});
 }
 
 TEST(VecDotRows, EveryTypeEqualsVecDot) {
@@ -123,11 +147,15 @@ TEST(VecDotRows, EveryTypeEqualsVecDot) {
     const int64_t k = 512;
     for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
       const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false);
-      std::vector<float> got(rows);
-      quant::VecDotRows(type, k, o.w.data(), o.act.data(), o.act_row, rows, got.data(), 1);
-      for (int r = 0; r < rows; ++r) {
-        const float want = quant::VecDot(type, k, o.w.data(), o.act.data() + r * o.act_row);
-        EXPECT_EQ(Bits(got[r]), Bits(want)) << DTypeName(type) << " rows=" << rows << " r=" << r;
+      for (bool wide : {false, true}) {
+        if (wide && o.scales.empty()) continue;
+        std::vector<float> got(rows);
+        quant::VecDotRows(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 1);
+        for (int r = 0; r < rows; ++r) {
+          const float want = quant::VecDot(type, k, o.w.data(), o.act.data() + r * o.act_row);
+          EXPECT_EQ(Bits(got[r]), Bits(want))
+              << DTypeName(type) << " rows=" << rows << " r=" << r << (wide ? " wide" : "");
+        }
       }
     }
   }

@@ -24,14 +24,19 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   const int64_t n = x.rows, m = w.rows, k = x.cols;
   const DType act_type = quant::VecDotType(w.dtype);
   const size_t act_row = DTypeRowBytes(act_type, k);
-  if (scratch->size() < act_row * static_cast<size_t>(n)) {
-    scratch->resize(act_row * static_cast<size_t>(n));
-  }
+  // Q8_0 activations also keep their block scales as floats, after the rows.
+  const bool wide = act_type == DType::kQ8_0;
+  const int64_t scale_row = wide ? k / 32 : 0;
+  const size_t acts_bytes = (act_row * static_cast<size_t>(n) + 63) & ~size_t{63};
+  const size_t bytes = acts_bytes + sizeof(float) * static_cast<size_t>(scale_row * n);
+  if (scratch->size() < bytes) scratch->resize(bytes);
   uint8_t* acts = scratch->data();
+  float* scales = wide ? reinterpret_cast<float*>(acts + acts_bytes) : nullptr;
   const bool parallel = n * m * k >= kMinParallelMacs && pool->num_threads() > 1;
   auto quantize_rows = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       quant::QuantizeActivations(act_type, x.row<const float>(r), acts + r * act_row, k);
+      if (wide) quant::WidenScales(acts + r * act_row, k, scales + r * scale_row);
     }
   };
   auto columns = [&](int64_t m0, int64_t m1) {
@@ -41,8 +46,12 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
         const char* wrow = w.row_bytes(c);
         for (int64_t r = r0; r < r1; r += quant::kVecDotRows) {
           const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, r1 - r));
-          quant::VecDotRows(w.dtype, k, wrow, acts + r * act_row, act_row, rows,
-                            out.row<float>(r) + c, out.stride);
+          const quant::ActRows act{.data = acts + r * act_row,
+                                   .stride = act_row,
+                                   .rows = rows,
+                                   .scales = wide ? scales + r * scale_row : nullptr,
+                                   .scale_stride = static_cast<size_t>(scale_row)};
+          quant::VecDotRows(w.dtype, k, wrow, act, out.row<float>(r) + c, out.stride);
         }
       }
     }

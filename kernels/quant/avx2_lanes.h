@@ -1,4 +1,4 @@
-// The AVX2 building blocks shared by vec_dot_avx2.cc and vec_dot_rows_avx2.cc: exact
+// The AVX2 building blocks shared by the vec_dot_*avx2/avx512 kernels: exact
 // integer lane sums and the float horizontal sum in ggml's order. Include only from files
 // compiled for AVX2 + FMA + F16C (and reached after CpuHasAvx2()). Everything is in an
 // unnamed namespace so that each such file keeps its own copy, compiled for its target.
@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/quant/quant_types.h"
 
 namespace pagoda::kernels::quant {
 namespace {  // NOLINT(build/namespaces): per-file copies on purpose, see above
@@ -84,6 +86,51 @@ inline void Q6KQuants(const uint8_t* ql, const uint8_t* qh, int j, __m256i q[4])
     const __m256i h = _mm256_and_si256(_mm256_srli_epi16(high, 2 * k), three);
     q[k] = _mm256_or_si256(lows[k], _mm256_slli_epi16(h, 4));
   }
+}
+
+// acc + the int32 lane sums of (16-bit pair sums of u * s) times `scales`, exactly (the pair
+// sums never saturate for the operands the kernels pass).
+inline __m256i AddScaled(__m256i acc, __m256i scales, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(scales, _mm256_maddubs_epi16(u, s)));
+}
+
+// The min products of a Q4_K/Q5_K block with one activation block, as four int32 lanes:
+// lane k = m[2k] * g[2k] + m[2k+1] * g[2k+1], g[t] = bsums[2t] + bsums[2t+1]
+// (MinProducts in vec_dot_avx2.cc; exact). `mins16` holds m[t] in 16-bit lanes 2t, 2t+1.
+inline __m128i MinProducts4(const BlockQ8_K& b, __m256i mins16) {
+  const __m256i prod = _mm256_madd_epi16(Load32(b.bsums), mins16);
+  return _mm_hadd_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+}
+
+// Shuffle control for _mm256_shuffle_epi8 that fills the low 128-bit lane with 16-bit word
+// `lo` of that lane and the high lane with word `hi` of that lane.
+inline __m256i WordBroadcast(int lo, int hi) {
+  const int16_t a = static_cast<int16_t>((2 * lo) | ((2 * lo + 1) << 8));
+  const int16_t b = static_cast<int16_t>((2 * hi) | ((2 * hi + 1) << 8));
+  return _mm256_set_m128i(_mm_set1_epi16(b), _mm_set1_epi16(a));
+}
+
+// A Q4_K/Q5_K block's eight 6-bit scales and mins (ScaleMinK4 for j = 0..7, unpacked with
+// word operations): scales16 holds scale j in 16-bit lane j of both 128-bit lanes, mins16
+// holds min t in 16-bit lanes 2t and 2t + 1 (the layout MinProducts4 wants).
+struct ScalesMinsK4 {
+  __m256i scales16;
+  __m256i mins16;
+};
+inline ScalesMinsK4 UnpackScalesMinsK4(const uint8_t* packed) {
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);  // mins 4..7
+  const uint32_t mins_low = u[1] & kLow6;                       // mins 0..3
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);         // scales 4..7
+  u[2] = mins_low;
+  u[0] &= kLow6;  // scales 0..3
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]),
+                                       static_cast<int>(u[2]), static_cast<int>(u[3]));
+  const __m128i scales = _mm_cvtepu8_epi16(bytes);
+  const __m128i mins = _mm_unpackhi_epi8(bytes, bytes);  // m0 m0 m1 m1 ... m7 m7
+  return {_mm256_set_m128i(scales, scales), _mm256_cvtepu8_epi16(mins)};
 }
 
 template <typename Block>

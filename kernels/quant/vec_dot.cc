@@ -354,18 +354,20 @@ float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
   return VecDotPortable(weight_type, n, w, act);
 }
 
-void VecDotRows(DType weight_type, int64_t n, const void* w, const void* act, size_t act_stride,
-                int rows, float* out, int64_t out_stride) {
+void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                int64_t out_stride) {
   static const bool avx512 = CpuHasAvx512Rows();
-  if (avx512 && VecDotRowsAvx512(weight_type, n, w, act, act_stride, rows, out, out_stride)) {
-    return;
+  if (avx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
+  if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, out, out_stride)) return;
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  for (int r = 0; r < act.rows; ++r) {
+    out[r * out_stride] = VecDot(weight_type, n, w, a + r * act.stride);
   }
-  if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, act_stride, rows, out, out_stride)) {
-    return;
-  }
-  const auto* a = static_cast<const uint8_t*>(act);
-  for (int r = 0; r < rows; ++r)
-    out[r * out_stride] = VecDot(weight_type, n, w, a + r * act_stride);
+}
+
+void WidenScales(const void* q8_0_row, int64_t n, float* scales) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(q8_0_row);
+  for (int64_t i = 0; i < n / 32; ++i) scales[i] = H(blocks[i].d);
 }
 
 float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {

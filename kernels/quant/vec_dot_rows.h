@@ -15,23 +15,40 @@ namespace pagoda::kernels::quant {
 // Most activation rows one call takes.
 inline constexpr int kVecDotRows = 4;
 
-// out[r * out_stride] = VecDot(weight_type, n, w, act + r * act_stride) for r in [0, rows),
-// 1 <= rows <= kVecDotRows. `act` rows are VecDotType(weight_type) as for VecDot.
-void VecDotRows(DType weight_type, int64_t n, const void* w, const void* act, size_t act_stride,
-                int rows, float* out, int64_t out_stride);
+// Up to kVecDotRows activation rows of VecDotType(weight_type), `stride` bytes apart. For
+// Q8_0 activations, `scales` may hold each block's scale widened to float (WidenScales),
+// `scale_stride` floats apart from row to row: the Q8_0 and Q4_0 kernels then read those
+// instead of converting every block's fp16 scale once per weight row (the same floats, so
+// the same bits).
+struct ActRows {
+  const void* data = nullptr;
+  size_t stride = 0;
+  int rows = 0;
+  const float* scales = nullptr;
+  size_t scale_stride = 0;
+};
+
+// out[r * out_stride] = VecDot(weight_type, n, w, row r of act) for r in [0, act.rows),
+// 1 <= act.rows <= kVecDotRows.
+void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                int64_t out_stride);
+
+// The n / 32 block scales of a Q8_0 row, as floats.
+void WidenScales(const void* q8_0_row, int64_t n, float* scales);
 
 // The kernels of one instruction set alone: false, nothing stored, for the weight types
 // they leave to others. VecDotRows takes the AVX-512 kernels where the CPU has them and they
 // cover the type, else the AVX2 ones, else VecDot row by row; tests call each directly
 // (where the CPU runs it) to check it against VecDotPortable whatever this machine picks.
 // Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Precondition: CpuHasAvx2().
-bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const void* act, size_t act_stride,
-                    int rows, float* out, int64_t out_stride);
+bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                    int64_t out_stride);
 // True when the CPU also runs AVX-512 F/BW/VL (checked once).
 bool CpuHasAvx512Rows();
-// Q4_0, Q8_0 and Q6_K, two rows per 512-bit register (an odd last row through the AVX2
-// kernel). Precondition: CpuHasAvx512Rows().
-bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const void* act,
-                      size_t act_stride, int rows, float* out, int64_t out_stride);
+// The same types: Q4_K, Q5_K and Q6_K with two 32-byte chunks of a row per 512-bit register,
+// Q4_0 and Q8_0 with two rows per register (an odd last row through the AVX2 kernel).
+// Precondition: CpuHasAvx512Rows().
+bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                      int64_t out_stride);
 
 }  // namespace pagoda::kernels::quant

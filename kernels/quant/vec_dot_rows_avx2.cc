@@ -19,23 +19,19 @@
 namespace pagoda::kernels::quant {
 namespace {
 
-// acc + the int32 lane sums of (16-bit pair sums of u * s) times `scales`, exactly (the pair
-// sums never saturate for the operands the kernels pass).
-inline __m256i AddScaled(__m256i acc, __m256i scales, __m256i u, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(scales, _mm256_maddubs_epi16(u, s)));
-}
-
 // Block i of activation row r.
 template <typename Y>
-struct ActRows {
+struct RowsOf {
   const uint8_t* base;
   size_t stride;
   const Y& At(int r, int64_t i) const { return As<Y>(base + r * stride)[i]; }
 };
 
 // Q8_0 (kNibbles false) and Q4_0 weights against Q8_0 activations.
-template <int R, bool kNibbles, typename Block>
-void RowsQx_0(const Block* x, ActRows<BlockQ8_0> y, int64_t nb, float* out, int64_t os) {
+// With kWide, the activation blocks' scales come widened (ActRows::scales).
+template <int R, bool kNibbles, bool kWide, typename Block>
+void RowsQx_0(const Block* x, RowsOf<BlockQ8_0> y, const float* scales, size_t ss, int64_t nb,
+              float* out, int64_t os) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -51,54 +47,16 @@ void RowsQx_0(const Block* x, ActRows<BlockQ8_0> y, int64_t nb, float* out, int6
     for (int r = 0; r < R; ++r) {
       const BlockQ8_0& b = y.At(r, i);
       const __m256i sums = LaneSumsUnsigned(abs_q, _mm256_sign_epi8(Load32(b.qs), q));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(xd * H(b.d)), _mm256_cvtepi32_ps(sums), acc[r]);
+      const float yd = kWide ? scales[r * ss + i] : H(b.d);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(xd * yd), _mm256_cvtepi32_ps(sums), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r * os] = HorizontalSum(acc[r]);
 }
 
-// The min products of a Q4_K/Q5_K block with one activation block, as four int32 lanes:
-// lane k = m[2k] * g[2k] + m[2k+1] * g[2k+1], g[t] = bsums[2t] + bsums[2t+1]
-// (MinProducts in vec_dot_avx2.cc; exact). `mins16` holds m[t] in 16-bit lanes 2t, 2t+1.
-inline __m128i MinProducts4(const BlockQ8_K& b, __m256i mins16) {
-  const __m256i prod = _mm256_madd_epi16(Load32(b.bsums), mins16);
-  return _mm_hadd_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
-}
-
-// Shuffle control for _mm256_shuffle_epi8 that fills the low 128-bit lane with 16-bit word
-// `lo` of that lane and the high lane with word `hi` of that lane.
-inline __m256i WordBroadcast(int lo, int hi) {
-  const int16_t a = static_cast<int16_t>((2 * lo) | ((2 * lo + 1) << 8));
-  const int16_t b = static_cast<int16_t>((2 * hi) | ((2 * hi + 1) << 8));
-  return _mm256_set_m128i(_mm_set1_epi16(b), _mm_set1_epi16(a));
-}
-
-// A Q4_K/Q5_K block's eight 6-bit scales and mins (ScaleMinK4 for j = 0..7, unpacked with
-// word operations): scales16 holds scale j in 16-bit lane j of both 128-bit lanes, mins16
-// holds min t in 16-bit lanes 2t and 2t + 1 (the layout MinProducts4 wants).
-struct ScalesMinsK4 {
-  __m256i scales16;
-  __m256i mins16;
-};
-inline ScalesMinsK4 UnpackScalesMinsK4(const uint8_t* packed) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);  // mins 4..7
-  const uint32_t mins_low = u[1] & kLow6;                       // mins 0..3
-  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);         // scales 4..7
-  u[2] = mins_low;
-  u[0] &= kLow6;  // scales 0..3
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]),
-                                       static_cast<int>(u[2]), static_cast<int>(u[3]));
-  const __m128i scales = _mm_cvtepu8_epi16(bytes);
-  const __m128i mins = _mm_unpackhi_epi8(bytes, bytes);  // m0 m0 m1 m1 ... m7 m7
-  return {_mm256_set_m128i(scales, scales), _mm256_cvtepu8_epi16(mins)};
-}
-
 // Q4_K (kFifth false) and Q5_K weights against Q8_K activations.
 template <int R, bool kFifth, typename Block>
-void RowsQxK(const Block* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, int64_t os) {
+void RowsQxK(const Block* x, RowsOf<BlockQ8_K> y, int64_t nb, float* out, int64_t os) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
   __m256 acc[R];
@@ -162,7 +120,7 @@ void RowsQxK(const Block* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, int64
 
 // Q6_K weights against Q8_K activations.
 template <int R>
-void RowsQ6_K(const BlockQ6_K* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, int64_t os) {
+void RowsQ6_K(const BlockQ6_K* x, RowsOf<BlockQ8_K> y, int64_t nb, float* out, int64_t os) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -195,24 +153,35 @@ void RowsQ6_K(const BlockQ6_K* x, ActRows<BlockQ8_K> y, int64_t nb, float* out, 
   for (int r = 0; r < R; ++r) out[r * os] = HorizontalSum(acc[r]);
 }
 
+template <int R, bool kNibbles, typename Block>
+void RowsQx_0(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
+  const RowsOf<BlockQ8_0> y{static_cast<const uint8_t*>(act.data), act.stride};
+  // A single row converts its own scales: measured faster than reading them widened.
+  if (R > 1 && act.scales != nullptr) {
+    RowsQx_0<R, kNibbles, true>(As<Block>(w), y, act.scales, act.scale_stride, nb, out, os);
+  } else {
+    RowsQx_0<R, kNibbles, false>(As<Block>(w), y, nullptr, 0, nb, out, os);
+  }
+}
+
 template <int R>
-bool Rows(DType type, int64_t nb, const void* w, const uint8_t* act, size_t stride, float* out,
-          int64_t os) {
+bool Rows(DType type, int64_t nb, const void* w, const ActRows& act, float* out, int64_t os) {
+  const RowsOf<BlockQ8_K> y{static_cast<const uint8_t*>(act.data), act.stride};
   switch (type) {
     case DType::kQ4_0:
-      RowsQx_0<R, true>(As<BlockQ4_0>(w), {act, stride}, nb, out, os);
+      RowsQx_0<R, true, BlockQ4_0>(w, act, nb, out, os);
       return true;
     case DType::kQ8_0:
-      RowsQx_0<R, false>(As<BlockQ8_0>(w), {act, stride}, nb, out, os);
+      RowsQx_0<R, false, BlockQ8_0>(w, act, nb, out, os);
       return true;
     case DType::kQ4_K:
-      RowsQxK<R, false>(As<BlockQ4_K>(w), {act, stride}, nb, out, os);
+      RowsQxK<R, false>(As<BlockQ4_K>(w), y, nb, out, os);
       return true;
     case DType::kQ5_K:
-      RowsQxK<R, true>(As<BlockQ5_K>(w), {act, stride}, nb, out, os);
+      RowsQxK<R, true>(As<BlockQ5_K>(w), y, nb, out, os);
       return true;
     case DType::kQ6_K:
-      RowsQ6_K<R>(As<BlockQ6_K>(w), {act, stride}, nb, out, os);
+      RowsQ6_K<R>(As<BlockQ6_K>(w), y, nb, out, os);
       return true;
     default:
       return false;
@@ -221,19 +190,18 @@ bool Rows(DType type, int64_t nb, const void* w, const uint8_t* act, size_t stri
 
 }  // namespace
 
-bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const void* act, size_t act_stride,
-                    int rows, float* out, int64_t out_stride) {
+bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                    int64_t out_stride) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
-  const auto* a = static_cast<const uint8_t*>(act);
-  switch (rows) {
+  switch (act.rows) {
     case 1:
-      return Rows<1>(weight_type, nb, w, a, act_stride, out, out_stride);
+      return Rows<1>(weight_type, nb, w, act, out, out_stride);
     case 2:
-      return Rows<2>(weight_type, nb, w, a, act_stride, out, out_stride);
+      return Rows<2>(weight_type, nb, w, act, out, out_stride);
     case 3:
-      return Rows<3>(weight_type, nb, w, a, act_stride, out, out_stride);
+      return Rows<3>(weight_type, nb, w, act, out, out_stride);
     case 4:
-      return Rows<4>(weight_type, nb, w, a, act_stride, out, out_stride);
+      return Rows<4>(weight_type, nb, w, act, out, out_stride);
     default:
       return false;
   }

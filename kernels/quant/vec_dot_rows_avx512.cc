@@ -1,15 +1,18 @@
-// AVX-512 kernels of VecDotRows (vec_dot_rows.h) for pairs of activation rows, for the
-// weight types where they beat the AVX2 kernels (Q8_0 and Q6_K; Q4_0 shares Q8_0's kernel
-// and came out even; measured: for Q4_K and Q5_K, whose per-row work is mostly scales, they
-// lost). Compiled for AVX-512F/BW/VL (plus
-// AVX2, FMA, F16C) and reached only after CpuHasAvx512Rows(). A 512-bit register holds the
-// same 32-byte chunk of two rows, row A in its low half and row B in its high half, against
-// the weight chunk in both halves; each half's integer lanes are exactly the AVX2 kernel's
-// lanes for its row and its float lanes take the same fused multiply-adds, so both rows keep
-// the single-row bits.
+// AVX-512 kernels of VecDotRows (vec_dot_rows.h), compiled for AVX-512F/BW/VL (plus AVX2,
+// FMA, F16C) and reached only after CpuHasAvx512Rows(). Two layouts, each keeping the AVX2
+// kernel's integer lanes and float operations for every row, so the single-row bits:
+// - Q4_K, Q5_K, Q6_K: a 512-bit register holds two neighbouring 32-byte chunks of one row's
+//   block (their activation bytes are contiguous); the halves' int32 lanes are added at the
+//   end of the block into the AVX2 kernel's eight lanes (integer sums: exact in any order).
+//   The weight's quants are unpacked once for up to four rows.
+// - Q8_0, Q4_0: each block's float scale is applied to its own lanes right away, so two
+//   blocks cannot share a register; instead it holds the same chunk of two rows, against the
+//   weight chunk in both halves.
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-// GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*().
+// GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*() (both
+// warnings).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -24,13 +27,6 @@
 
 namespace pagoda::kernels::quant {
 namespace {
-
-// Blocks i of the two rows of a pair.
-template <typename Y>
-struct RowPair {
-  const Y* a;
-  const Y* b;
-};
 
 // The same 32 bytes of both rows: A low, B high.
 inline __m512i Pair(const void* a, const void* b) {
@@ -57,9 +53,12 @@ inline __m512i ScaledPairs(__m512i scales, __m512i u, __m512i s) {
 // Q8_0 (kNibbles false) and Q4_0 weights. AVX-512 has no VPSIGNB: negating the activation
 // bytes where the weight byte is negative gives the same products with |q| (where q is 0
 // the product is 0 either way).
-template <bool kNibbles, typename Block>
-void PairQx_0(const Block* x, RowPair<BlockQ8_0> y, int64_t nb, float* out_a, float* out_b) {
-  __m512 acc = _mm512_setzero_ps();
+// With kWide the activation scales come widened (ActRows::scales, `ss` floats per row).
+template <int P, bool kNibbles, bool kWide, typename Block>
+void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* scales, size_t ss,
+               int64_t nb, float* out, int64_t os) {
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi16(1);
   for (int64_t i = 0; i < nb; ++i) {
     __m256i q;
@@ -70,74 +69,212 @@ void PairQx_0(const Block* x, RowPair<BlockQ8_0> y, int64_t nb, float* out_a, fl
     }
     const __m512i q2 = Both(q);
     const __m512i abs_q = _mm512_abs_epi8(q2);
-    const __m512i ys = Pair(y.a[i].qs, y.b[i].qs);
-    const __m512i signed_y =
-        _mm512_mask_sub_epi8(ys, _mm512_movepi8_mask(q2), _mm512_setzero_si512(), ys);
-    const __m512i sums = _mm512_madd_epi16(_mm512_maddubs_epi16(abs_q, signed_y), ones);
+    const __mmask64 negative = _mm512_movepi8_mask(q2);
     const float xd = H(x[i].d);
-    acc =
-        _mm512_fmadd_ps(Scales(xd * H(y.a[i].d), xd * H(y.b[i].d)), _mm512_cvtepi32_ps(sums), acc);
+    for (int p = 0; p < P; ++p) {
+      const BlockQ8_0& ya = As<BlockQ8_0>(act + 2 * p * stride)[i];
+      const BlockQ8_0& yb = As<BlockQ8_0>(act + (2 * p + 1) * stride)[i];
+      const __m512i ys = Pair(ya.qs, yb.qs);
+      const __m512i signed_y = _mm512_mask_sub_epi8(ys, negative, _mm512_setzero_si512(), ys);
+      const __m512i sums = _mm512_madd_epi16(_mm512_maddubs_epi16(abs_q, signed_y), ones);
+      __m512 both;
+      if constexpr (kWide) {
+        // xd * the row's scale, lane by lane: the products H(d) * xd of the other path.
+        both = _mm512_mul_ps(Scales(scales[2 * p * ss + i], scales[(2 * p + 1) * ss + i]),
+                             _mm512_set1_ps(xd));
+      } else {
+        both = Scales(xd * H(ya.d), xd * H(yb.d));
+      }
+      acc[p] = _mm512_fmadd_ps(both, _mm512_cvtepi32_ps(sums), acc[p]);
+    }
   }
-  StoreSums(acc, out_a, out_b);
+  for (int p = 0; p < P; ++p) StoreSums(acc[p], out + 2 * p * os, out + (2 * p + 1) * os);
 }
 
-// Q6_K weights: the scales as in RowsQ6_K (vec_dot_rows_avx2.cc), in both halves.
-void PairQ6_K(const BlockQ6_K* x, RowPair<BlockQ8_K> y, int64_t nb, float* out_a, float* out_b) {
+// Q4_K (kFifth false) and Q5_K weights, R rows at a time, each row on its own: a 512-bit
+// register holds sub-blocks 2j (low half, the low nibbles) and 2j + 1 (high half, the high
+// nibbles), whose 64 activation bytes are contiguous. The two halves' int32 lanes, added at
+// the end of the block, are the AVX2 kernel's lanes (lane l of sub-block pairs plus lane l
+// of the other), so the float work after them is RowsQxK's and the bits are the same.
+template <int R, bool kFifth, typename Block>
+void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t nb, float* out,
+                      int64_t os) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i three = _mm512_set1_epi8(3);
-  __m512 acc = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi8(1);
+  // Word 2j of the scales in the low 256 bits, word 2j + 1 in the high ones.
+  __m512i pick[4];
+  for (int j = 0; j < 4; ++j) {
+    pick[j] = _mm512_inserti64x4(_mm512_zextsi256_si512(WordBroadcast(2 * j, 2 * j)),
+                                 WordBroadcast(2 * j + 1, 2 * j + 1), 1);
+  }
+  const __m512i fifth_shift = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(1), 1);
+  __m256 acc[R];
+  __m128 acc_m[R];
+  float summs[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    acc_m[r] = _mm_setzero_ps();
+    summs[r] = 0;
+  }
   for (int64_t i = 0; i < nb; ++i) {
-    const int8_t* sc = x[i].scales;
-    __m512i sumi = _mm512_setzero_si512();
-    for (int j = 0; j < 2; ++j) {
-      const __m512i ql0 = Both(Load32(x[i].ql + 64 * j));
-      const __m512i ql1 = Both(Load32(x[i].ql + 64 * j + 32));
-      const __m512i qh = Both(Load32(x[i].qh + 32 * j));
-      const __m512i lows[4] = {_mm512_and_si512(ql0, low4), _mm512_and_si512(ql1, low4),
-                               _mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),
-                               _mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4)};
-      for (int k = 0; k < 4; ++k) {
-        const __m512i high =
-            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), three), 4);
-        const __m512i q = _mm512_or_si512(lows[k], high);
-        const int g = 8 * j + 2 * k;
-        const __m512i scales =
-            Both(_mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g])));
-        const int offset = 128 * j + 32 * k;
-        sumi = _mm512_add_epi32(
-            sumi, ScaledPairs(scales, q, Pair(y.a[i].qs + offset, y.b[i].qs + offset)));
+    const ScalesMinsK4 sm = UnpackScalesMinsK4(x[i].scales);
+    const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm.scales16));
+    __m512i hbits = _mm512_setzero_si512();
+    if constexpr (kFifth) hbits = _mm512_srlv_epi16(Both(Load32(x[i].qh)), fifth_shift);
+    __m512i sumi[R];
+    for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = Load32(x[i].qs + 32 * j);
+      __m512i q = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_zextsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), low4);
+      if constexpr (kFifth) {
+        q = _mm512_or_si512(
+            q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits, 2 * j), one), 4));
+      }
+      const __m512i s = _mm512_shuffle_epi8(scales, pick[j]);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 64 * j;
+        sumi[r] = _mm512_add_epi32(sumi[r], ScaledPairs(s, q, _mm512_loadu_si512(yq)));
       }
     }
-    const __m512i scales16 =
-        Both(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))));
-    const __m512i low_bias =
-        _mm512_slli_epi32(_mm512_madd_epi16(Pair(y.a[i].bsums, y.b[i].bsums), scales16), 5);
-    const float xd = H(x[i].d);
-    acc = _mm512_fmadd_ps(Scales(y.a[i].d * xd, y.b[i].d * xd),
-                          _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, low_bias)), acc);
+    const float xd = H(x[i].d), xdmin = H(x[i].dmin);
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_K& b = As<BlockQ8_K>(act + r * stride)[i];
+      const float d = b.d * xd;
+      const float dmin = -b.d * xdmin;
+      const __m128i prod = MinProducts4(b, sm.mins16);
+      if constexpr (kFifth) {
+        const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
+                          (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
+        summs[r] = std::fma(dmin, static_cast<float>(total), summs[r]);
+      } else {
+        acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+      }
+      const __m256i s256 =
+          _mm256_add_epi32(_mm512_castsi512_si256(sumi[r]), _mm512_extracti64x4_epi64(sumi[r], 1));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s256), acc[r]);
+    }
   }
-  StoreSums(acc, out_a, out_b);
+  for (int r = 0; r < R; ++r) {
+    if constexpr (kFifth) {
+      out[r * os] = HorizontalSum(acc[r]) + summs[r];
+    } else {
+      alignas(16) float am[4];
+      _mm_store_ps(am, acc_m[r]);
+      out[r * os] = HorizontalSum(acc[r]) + ((am[0] + am[2]) + (am[1] + am[3]));
+    }
+  }
 }
 
-template <typename Y>
-RowPair<Y> PairAt(const uint8_t* act, size_t stride, int r) {
-  return {As<Y>(act + r * stride), As<Y>(act + (r + 1) * stride)};
+// Q6_K weights, R rows at a time, each row on its own: a 512-bit register holds 32-element
+// chunks k and k + 1 of a half (contiguous activation bytes); the halves' int32 lanes, added
+// at the end of the block, are RowsQ6_K's lanes, and the float work after them is its own.
+template <int R>
+void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64_t nb, float* out,
+                    int64_t os) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i three = _mm512_set1_epi8(3);
+  // Pair p of the block (half p / 2, chunks 2 (p % 2) and 2 (p % 2) + 1) scales its 128-bit
+  // lanes by scales 4p .. 4p + 3.
+  __m512i pick[4];
+  for (int p = 0; p < 4; ++p) {
+    alignas(64) int16_t idx[32];
+    for (int w = 0; w < 32; ++w) idx[w] = static_cast<int16_t>(4 * p + w / 8);
+    pick[p] = _mm512_load_si512(idx);
+  }
+  // The 2-bit high parts of chunks (0, 1), then (2, 3), of a half.
+  const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m512i scales512 = _mm512_zextsi256_si512(scales16);
+    __m512i sumi[R];
+    for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
+    for (int j = 0; j < 2; ++j) {
+      const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * j);
+      const __m512i qh = Both(Load32(x[i].qh + 32 * j));
+      const __m512i q[2] = {
+          _mm512_or_si512(
+              _mm512_and_si512(ql, low4),
+              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift01), three), 4)),
+          _mm512_or_si512(
+              _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift23), three), 4))};
+      for (int h = 0; h < 2; ++h) {
+        const __m512i scales = _mm512_permutexvar_epi16(pick[2 * j + h], scales512);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 128 * j + 64 * h;
+          sumi[r] = _mm512_add_epi32(sumi[r], ScaledPairs(scales, q[h], _mm512_loadu_si512(yq)));
+        }
+      }
+    }
+    const float xd = H(x[i].d);
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_K& b = As<BlockQ8_K>(act + r * stride)[i];
+      const __m256i low_bias = _mm256_slli_epi32(_mm256_madd_epi16(Load32(b.bsums), scales16), 5);
+      const __m256i s256 =
+          _mm256_add_epi32(_mm512_castsi512_si256(sumi[r]), _mm512_extracti64x4_epi64(sumi[r], 1));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * xd),
+                               _mm256_cvtepi32_ps(_mm256_sub_epi32(s256, low_bias)), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = HorizontalSum(acc[r]);
 }
 
-// Rows r and r + 1.
-bool Pair2(DType type, int64_t nb, const void* w, const uint8_t* act, size_t stride, int r,
-           float* out, int64_t os) {
-  float* a = out + r * os;
-  float* b = out + (r + 1) * os;
+void ChunkPairsQ6_K(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
+                    float* out, int64_t os) {
+  const BlockQ6_K* x = As<BlockQ6_K>(w);
+  switch (rows) {
+    case 1:
+      return ChunkPairsQ6_K<1>(x, act, stride, nb, out, os);
+    case 2:
+      return ChunkPairsQ6_K<2>(x, act, stride, nb, out, os);
+    case 3:
+      return ChunkPairsQ6_K<3>(x, act, stride, nb, out, os);
+    default:
+      return ChunkPairsQ6_K<4>(x, act, stride, nb, out, os);
+  }
+}
+
+template <bool kFifth, typename Block>
+void SubBlockPairsQxK(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
+                      float* out, int64_t os) {
+  const Block* x = As<Block>(w);
+  switch (rows) {
+    case 1:
+      return SubBlockPairsQxK<1, kFifth>(x, act, stride, nb, out, os);
+    case 2:
+      return SubBlockPairsQxK<2, kFifth>(x, act, stride, nb, out, os);
+    case 3:
+      return SubBlockPairsQxK<3, kFifth>(x, act, stride, nb, out, os);
+    default:
+      return SubBlockPairsQxK<4, kFifth>(x, act, stride, nb, out, os);
+  }
+}
+
+template <int P, bool kNibbles, typename Block>
+void PairsQx_0(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  if (act.scales != nullptr) {
+    PairsQx_0<P, kNibbles, true>(As<Block>(w), a, act.stride, act.scales, act.scale_stride, nb, out,
+                                 os);
+  } else {
+    PairsQx_0<P, kNibbles, false>(As<Block>(w), a, act.stride, nullptr, 0, nb, out, os);
+  }
+}
+
+// Rows 0 .. 2P - 1 of `act`.
+template <int P>
+bool Pairs(DType type, int64_t nb, const void* w, const ActRows& act, float* out, int64_t os) {
   switch (type) {
     case DType::kQ4_0:
-      PairQx_0<true>(As<BlockQ4_0>(w), PairAt<BlockQ8_0>(act, stride, r), nb, a, b);
+      PairsQx_0<P, true, BlockQ4_0>(w, act, nb, out, os);
       return true;
     case DType::kQ8_0:
-      PairQx_0<false>(As<BlockQ8_0>(w), PairAt<BlockQ8_0>(act, stride, r), nb, a, b);
-      return true;
-    case DType::kQ6_K:
-      PairQ6_K(As<BlockQ6_K>(w), PairAt<BlockQ8_K>(act, stride, r), nb, a, b);
+      PairsQx_0<P, false, BlockQ8_0>(w, act, nb, out, os);
       return true;
     default:
       return false;
@@ -152,21 +289,36 @@ bool CpuHasAvx512Rows() {
   return has;
 }
 
-bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const void* act,
-                      size_t act_stride, int rows, float* out, int64_t out_stride) {
+bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                      int64_t out_stride) {
+  const int rows = act.rows;
   if (rows < 1 || rows > kVecDotRows) return false;
   const int64_t nb = n / DTypeBlockElems(weight_type);
-  const auto* a = static_cast<const uint8_t*>(act);
-  int r = 0;
-  for (; r + 1 < rows; r += 2) {
-    if (!Pair2(weight_type, nb, w, a, act_stride, r, out, out_stride)) return false;
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  if (weight_type == DType::kQ4_K) {
+    SubBlockPairsQxK<false, BlockQ4_K>(w, a, act.stride, rows, nb, out, out_stride);
+    return true;
   }
+  if (weight_type == DType::kQ5_K) {
+    SubBlockPairsQxK<true, BlockQ5_K>(w, a, act.stride, rows, nb, out, out_stride);
+    return true;
+  }
+  if (weight_type == DType::kQ6_K) {
+    ChunkPairsQ6_K(w, a, act.stride, rows, nb, out, out_stride);
+    return true;
+  }
+  const bool covered = rows >= 4   ? Pairs<2>(weight_type, nb, w, act, out, out_stride)
+                       : rows >= 2 ? Pairs<1>(weight_type, nb, w, act, out, out_stride)
+                                   : true;
+  if (!covered) return false;
+  const int r = rows & ~1;
+  if (r == rows) return true;
   // An odd row: the AVX2 kernel (same bits).
-  if (r < rows) {
-    return VecDotRowsAvx2(weight_type, n, w, a + r * act_stride, act_stride, 1,
-                          out + r * out_stride, out_stride);
-  }
-  return true;
+  ActRows last = act;
+  last.data = a + r * act.stride;
+  last.rows = 1;
+  if (act.scales != nullptr) last.scales = act.scales + r * act.scale_stride;
+  return VecDotRowsAvx2(weight_type, n, w, last, out + r * out_stride, out_stride);
 }
 
 }  // namespace pagoda::kernels::quant
