@@ -123,7 +123,8 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
   }
   int wide_types = 0;
   for (DType type : types) wide_types += quant::VecDotType(type) == DType::kQ8_0;
-  EXPECT_EQ(checked, (static_cast<int>(types.size()) + wide_types) * 5 * 10 * 2);
+  constexpr int kRowsChecked = quant::kVecDotRows * (quant::kVecDotRows + 1) / 2;
+  EXPECT_EQ(checked, (static_cast<int>(types.size()) + wide_types) * 5 * kRowsChecked * 2);
   // The types the kernels leave to VecDot: nothing written.
   const Operands o = Make(DType::kQ4_1, 256, 1, 1, false);
   float out = -1.f;

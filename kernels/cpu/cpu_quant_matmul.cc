@@ -12,10 +12,6 @@ namespace {
 constexpr int64_t kMinParallelMacs = 1 << 18;
 // Output columns per work item.
 constexpr int64_t kColumnGrain = 16;
-// Activation rows per pass over a work item's columns: their quantized rows stay in L2 (64
-// rows of Q8_K at K = 4096 are 1.2 MB; at K = 768, 56 KB) while each weight row, read from
-// L1, meets them kVecDotRows at a time.
-constexpr int64_t kRowBlock = 64;
 
 }  // namespace
 
@@ -39,20 +35,20 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
       if (wide) quant::WidenScales(acts + r * act_row, k, scales + r * scale_row);
     }
   };
+  // A work item's weight rows (kColumnGrain of them: 7 KB of Q4_K at K = 768, 18 KB at
+  // K = 2048) stay in L1 while each group of kVecDotRows activation rows, loaded once into
+  // L1, meets all of them.
   auto columns = [&](int64_t m0, int64_t m1) {
-    for (int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
-      const int64_t r1 = std::min(n, r0 + kRowBlock);
+    for (int64_t r = 0; r < n; r += quant::kVecDotRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r));
+      const quant::ActRows act{.data = acts + r * act_row,
+                               .stride = act_row,
+                               .rows = rows,
+                               .scales = wide ? scales + r * scale_row : nullptr,
+                               .scale_stride = static_cast<size_t>(scale_row)};
+      float* out_row = out.row<float>(r);
       for (int64_t c = m0; c < m1; ++c) {
-        const char* wrow = w.row_bytes(c);
-        for (int64_t r = r0; r < r1; r += quant::kVecDotRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, r1 - r));
-          const quant::ActRows act{.data = acts + r * act_row,
-                                   .stride = act_row,
-                                   .rows = rows,
-                                   .scales = wide ? scales + r * scale_row : nullptr,
-                                   .scale_stride = static_cast<size_t>(scale_row)};
-          quant::VecDotRows(w.dtype, k, wrow, act, out.row<float>(r) + c, out.stride);
-        }
+        quant::VecDotRows(w.dtype, k, w.row_bytes(c), act, out_row + c, out.stride);
       }
     }
   };

@@ -13,7 +13,7 @@
 namespace pagoda::kernels::quant {
 
 // Most activation rows one call takes.
-inline constexpr int kVecDotRows = 4;
+inline constexpr int kVecDotRows = 8;
 
 // Up to kVecDotRows activation rows of VecDotType(weight_type), `stride` bytes apart. For
 // Q8_0 activations, `scales` may hold each block's scale widened to float (WidenScales),

@@ -193,6 +193,17 @@ bool Rows(DType type, int64_t nb, const void* w, const ActRows& act, float* out,
 bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
                     int64_t out_stride) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
+  if (act.rows > 4) {
+    // At most four rows per pass (sixteen vector registers).
+    ActRows rest = act;
+    rest.rows = act.rows - 4;
+    rest.data = static_cast<const uint8_t*>(act.data) + 4 * act.stride;
+    if (act.scales != nullptr) rest.scales = act.scales + 4 * act.scale_stride;
+    ActRows first = act;
+    first.rows = 4;
+    return Rows<4>(weight_type, nb, w, first, out, out_stride) &&
+           VecDotRowsAvx2(weight_type, n, w, rest, out + 4 * out_stride, out_stride);
+  }
   switch (act.rows) {
     case 1:
       return Rows<1>(weight_type, nb, w, act, out, out_stride);

@@ -4,7 +4,7 @@
 // - Q4_K, Q5_K, Q6_K: a 512-bit register holds two neighbouring 32-byte chunks of one row's
 //   block (their activation bytes are contiguous); the halves' int32 lanes are added at the
 //   end of the block into the AVX2 kernel's eight lanes (integer sums: exact in any order).
-//   The weight's quants are unpacked once for up to four rows.
+//   The weight's quants are unpacked once for up to eight rows (32 registers hold them).
 // - Q8_0, Q4_0: each block's float scale is applied to its own lanes right away, so two
 //   blocks cannot share a register; instead it holds the same chunk of two rows, against the
 //   weight chunk in both halves.
@@ -31,6 +31,29 @@ namespace {
 // The same 32 bytes of both rows: A low, B high.
 inline __m512i Pair(const void* a, const void* b) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(Load32(a)), Load32(b), 1);
+}
+
+// f.template operator()<R>() for R = rows, 1 <= rows <= kVecDotRows.
+template <typename F>
+void WithRows(int rows, F&& f) {
+  switch (rows) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 5:
+      return f.template operator()<5>();
+    case 6:
+      return f.template operator()<6>();
+    case 7:
+      return f.template operator()<7>();
+    default:
+      return f.template operator()<8>();
+  }
 }
 
 inline __m512i Both(__m256i v) { return _mm512_broadcast_i64x4(v); }
@@ -227,32 +250,14 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
 void ChunkPairsQ6_K(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
                     float* out, int64_t os) {
   const BlockQ6_K* x = As<BlockQ6_K>(w);
-  switch (rows) {
-    case 1:
-      return ChunkPairsQ6_K<1>(x, act, stride, nb, out, os);
-    case 2:
-      return ChunkPairsQ6_K<2>(x, act, stride, nb, out, os);
-    case 3:
-      return ChunkPairsQ6_K<3>(x, act, stride, nb, out, os);
-    default:
-      return ChunkPairsQ6_K<4>(x, act, stride, nb, out, os);
-  }
+  WithRows(rows, [&]<int R>() { ChunkPairsQ6_K<R>(x, act, stride, nb, out, os); });
 }
 
 template <bool kFifth, typename Block>
 void SubBlockPairsQxK(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
                       float* out, int64_t os) {
   const Block* x = As<Block>(w);
-  switch (rows) {
-    case 1:
-      return SubBlockPairsQxK<1, kFifth>(x, act, stride, nb, out, os);
-    case 2:
-      return SubBlockPairsQxK<2, kFifth>(x, act, stride, nb, out, os);
-    case 3:
-      return SubBlockPairsQxK<3, kFifth>(x, act, stride, nb, out, os);
-    default:
-      return SubBlockPairsQxK<4, kFifth>(x, act, stride, nb, out, os);
-  }
+  WithRows(rows, [&]<int R>() { SubBlockPairsQxK<R, kFifth>(x, act, stride, nb, out, os); });
 }
 
 template <int P, bool kNibbles, typename Block>
@@ -307,9 +312,11 @@ bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows
     ChunkPairsQ6_K(w, a, act.stride, rows, nb, out, out_stride);
     return true;
   }
-  const bool covered = rows >= 4   ? Pairs<2>(weight_type, nb, w, act, out, out_stride)
-                       : rows >= 2 ? Pairs<1>(weight_type, nb, w, act, out, out_stride)
-                                   : true;
+  bool covered = true;
+  if (rows >= 2) {
+    WithRows(rows / 2,
+             [&]<int P>() { covered = Pairs<P>(weight_type, nb, w, act, out, out_stride); });
+  }
   if (!covered) return false;
   const int r = rows & ~1;
   if (r == rows) return true;
