@@ -59,13 +59,25 @@ class CpuBackend final : public Backend {
   // misses of 4 KiB pages (one per 4 KiB read) out of that stream. The tail stays in small
   // pages, so no memory is wasted.
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override {
+#ifdef MADV_POPULATE_WRITE
+    constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+    constexpr int kPopulateWrite = 23;  // Linux 5.14's value; older kernels refuse it
+#endif
     constexpr size_t kHugePage = size_t{2} << 20;
     void* p = nullptr;
     const size_t alignment = bytes >= kHugePage ? kHugePage : 64;
     if (posix_memalign(&p, alignment, std::max<size_t>(bytes, 64)) != 0) {
       return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
-    if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+    if (bytes >= kHugePage) {
+      madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+      // Fault every page in now (without writing it), as llama.cpp does by clearing its KV
+      // cache: a first write to a fresh page costs a page fault, and the KV cache's blocks
+      // would otherwise pay them inside requests, one block's first use at a time
+      // (measured: 6% of a 2,048-token prefill on a VM). Kernels before 5.14 lack it.
+      madvise(p, bytes, kPopulateWrite);
+    }
     return DeviceBuffer(p, bytes, [](void* q) { std::free(q); });
   }
 
