@@ -1,14 +1,16 @@
 // pagoda-kernels-bench: Google Benchmark micro-benchmarks of the CPU Backend.
 //
-//   MatMul/<type>/M:<rows>/N:<out>/K:<in>   x [M, K] * w[N, K]^T, w in f32, q8_0, q4_0 or
-//       q4_k (quantized with kernels/quant); counters GFLOP/s (2*M*N*K) and weight GB/s
-//       (bytes of w per product).
+//   MatMul/<type>/M:<rows>/N:<out>/K:<in>   x [M, K] * w[N, K]^T, w in f32, q8_0, q4_0,
+//       q4_k, q5_k or q6_k (quantized with kernels/quant); counters GFLOP/s (2*M*N*K), weight
+//       GB/s (bytes of w per product) and, for quantized weights (whose products are 8-bit
+//       integer dot products), %int8_peak.
 //   Attention/hd:<head_dim>/batch:<seqs>/ctx:<tokens>/q:<query tokens per seq>   paged
 //       attention, 12 query heads over 4 KV heads (GQA 3:1), block size 16; counter KV GB/s
 //       (bytes of each sequence's K and V, read once).
-//   Peak/copy, Peak/fma   the machine's measured peaks: memcpy of 256 MiB (GB/s counts
-//       bytes read + written) over the bench threads, and an FMA loop (GFLOP/s per core and
-//       over all bench threads).
+//   Peak/copy, Peak/fma, Peak/int8   the machine's measured peaks: memcpy of 256 MiB (GB/s
+//       counts bytes read + written) over the bench threads, an FMA loop and an 8-bit dot
+//       product loop (VPDPBUSD where the CPU has AVX-512 VNNI, else the VPMADDUBSW chain the
+//       kernels use; GFLOP/s or GOP/s per core and over all bench threads).
 //
 // Threads: --threads=N (or PAGODA_BENCH_THREADS), default 2. Every other flag is Google
 // Benchmark's (--benchmark_filter, --benchmark_min_time, ...).
@@ -67,8 +69,24 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
 // + written), measured once (best of a few short runs) for the %..._peak counters.
 struct Peaks {
   double fma_gflops = 1;
+  double int8_gops = 1;
   double copy_gbs = 1;
 };
+
+// 8-bit dot-product operations of `threads` threads running Int8Loop(iters) at once.
+double Int8OnThreads(int64_t iters, int threads) {
+  std::vector<std::thread> pool;
+  std::vector<int32_t> sinks(threads * 16, 0);
+  std::vector<double> done(threads, 0);
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] { done[t] = Int8Loop(iters, &sinks[t * 16]); });
+  }
+  for (std::thread& th : pool) th.join();
+  benchmark::DoNotOptimize(sinks.data());
+  double ops = 0;
+  for (double d : done) ops += d;
+  return ops;
+}
 
 double FmaOnThreads(int64_t iters, int threads) {
   std::vector<std::thread> pool;
@@ -99,8 +117,15 @@ const Peaks& MeasuredPeaks() {
       const double flops = FmaOnThreads(1 << 20, g_threads);
       p.fma_gflops = std::max(p.fma_gflops, flops / 1e9 / SecondsSince(t));
     }
-    std::fprintf(stderr, "measured peaks (%d threads): copy %.1f GB/s, fma %.1f GFLOP/s (%s)\n",
-                 g_threads, p.copy_gbs, p.fma_gflops, FmaIsa());
+    for (int i = 0; i < 4; ++i) {
+      const Clock::time_point t = Clock::now();
+      const double ops = Int8OnThreads(1 << 20, g_threads);
+      p.int8_gops = std::max(p.int8_gops, ops / 1e9 / SecondsSince(t));
+    }
+    std::fprintf(stderr,
+                 "measured peaks (%d threads): copy %.1f GB/s, fma %.1f GFLOP/s (%s), int8 %.1f "
+                 "GOP/s (%s)\n",
+                 g_threads, p.copy_gbs, p.fma_gflops, FmaIsa(), p.int8_gops, Int8Isa());
     return p;
   }();
   return peaks;
@@ -144,6 +169,7 @@ void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t 
   state.counters["GFLOP/s"] = gflops;
   state.counters["weight_GB/s"] = gbs;
   state.counters["%fma_peak"] = 100 * gflops / peak.fma_gflops;
+  if (type != kernels::DType::kF32) state.counters["%int8_peak"] = 100 * gflops / peak.int8_gops;
   state.counters["%copy_peak"] = 100 * gbs / peak.copy_gbs;
 }
 
@@ -222,6 +248,18 @@ void BM_PeakCopy(benchmark::State& state) {
   state.counters["GB/s"] = 2.0 * bytes * state.iterations() / SecondsSince(start) / 1e9;
 }
 
+void BM_PeakInt8(benchmark::State& state) {
+  constexpr int64_t kIters = 1 << 22;
+  const int threads = g_threads;
+  double ops = 0;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) ops += Int8OnThreads(kIters, threads);
+  const double gops = ops / SecondsSince(start) / 1e9;
+  state.SetLabel(absl::StrCat(Int8Isa(), ", ", threads, " threads"));
+  state.counters["GOP/s"] = gops;
+  state.counters["GOP/s/core"] = gops / threads;
+}
+
 void BM_PeakFma(benchmark::State& state) {
   constexpr int64_t kIters = 1 << 22;
   const int threads = g_threads;
@@ -239,6 +277,9 @@ void RegisterAll() {
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("Peak/fma", BM_PeakFma)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Peak/int8", BM_PeakInt8)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
   const kernels::DType types[] = {kernels::DType::kF32,  kernels::DType::kQ8_0,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,7 +53,87 @@ double FmaScalar(int64_t iters, float* sink) {
   return 2.0 * kAccumulators * static_cast<double>(iters);
 }
 
+// Each: kAccumulators independent chains of acc += the int32 lane sums of a * b (unsigned
+// times signed bytes); returns 2 operations per byte product.
+__attribute__((target("avx512f,avx512vnni"))) double Int8Vnni(int64_t iters, int32_t* sink) {
+  __m512i acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  alignas(64) int32_t lanes[16];
+  for (int i = 0; i < kAccumulators; ++i) {
+    _mm512_store_si512(lanes, acc[i]);
+    for (int32_t v : lanes) *sink += v;
+  }
+  return 2.0 * 64 * kAccumulators * static_cast<double>(iters);
+}
+
+__attribute__((target("avx512f,avx512bw"))) double Int8Avx512(int64_t iters, int32_t* sink) {
+  __m512i acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2), one = _mm512_set1_epi16(1);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) {
+      acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), one));
+    }
+  }
+  alignas(64) int32_t lanes[16];
+  for (int i = 0; i < kAccumulators; ++i) {
+    _mm512_store_si512(lanes, acc[i]);
+    for (int32_t v : lanes) *sink += v;
+  }
+  return 2.0 * 64 * kAccumulators * static_cast<double>(iters);
+}
+
+__attribute__((target("avx2"))) double Int8Avx2(int64_t iters, int32_t* sink) {
+  __m256i acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_epi32(i);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) {
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
+    }
+  }
+  alignas(32) int32_t lanes[8];
+  for (int i = 0; i < kAccumulators; ++i) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[i]);
+    for (int32_t v : lanes) *sink += v;
+  }
+  return 2.0 * 32 * kAccumulators * static_cast<double>(iters);
+}
+
+double Int8Scalar(int64_t iters, int32_t* sink) {
+  int32_t acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = i;
+  const int32_t a = 3 + (*sink & 1), b = -2;
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) {
+      acc[i] += a * b;
+      asm volatile("" : "+r"(acc[i]));  // one multiply-add per round, not folded
+    }
+  }
+  for (int32_t v : acc) *sink += v;
+  return 2.0 * kAccumulators * static_cast<double>(iters);
+}
+
 }  // namespace
+
+const char* Int8Isa() {
+  if (__builtin_cpu_supports("avx512vnni")) return "avx512vnni";
+  if (__builtin_cpu_supports("avx512bw")) return "avx512bw";
+  if (__builtin_cpu_supports("avx2")) return "avx2";
+  return "scalar";
+}
+
+double Int8Loop(int64_t iters, int32_t* sink) {
+  static const std::string isa = Int8Isa();
+  if (isa == "avx512vnni") return Int8Vnni(iters, sink);
+  if (isa == "avx512bw") return Int8Avx512(iters, sink);
+  if (isa == "avx2") return Int8Avx2(iters, sink);
+  return Int8Scalar(iters, sink);
+}
 
 const char* FmaIsa() {
   if (__builtin_cpu_supports("avx512f")) return "avx512";

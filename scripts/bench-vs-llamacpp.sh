@@ -19,7 +19,8 @@
 # record: its client is grpcio-free C++, but it still shares the 2 cores with the server.
 # Environment: BUILD (default build), THREADS (2), ROUNDS (3), WEIGHTS ("f32 q8_0 q4_k_m"),
 # LEVELS ("1:6 16:64", concurrency:requests), GRPC (1; 0 skips the gRPC runs), OUT (a folder
-# for the JSON results; default a temp dir). Run it on a quiet machine.
+# for the JSON results; default a temp dir), PAGODA_ARGS (more `pagoda serve` flags, e.g.
+# "--kv-cache-dtype f16"). Run it on a quiet machine.
 set -euo pipefail
 
 llama_server=${1:?usage: $0 LLAMA_SERVER [LLAMA_QUANTIZE]}
@@ -30,6 +31,7 @@ rounds=${ROUNDS:-3}
 weights=${WEIGHTS:-"f32 q8_0 q4_k_m"}
 levels=${LEVELS:-"1:6 16:64"}
 grpc=${GRPC:-1}
+pagoda_args=${PAGODA_ARGS:-}
 out=${OUT:-$(mktemp -d)}
 pagoda="$build/bin/pagoda"
 bench="$build/bin/pagoda-bench"
@@ -82,7 +84,7 @@ run_bench() {
 # run's prompts in the prefix cache.
 start_pagoda() {  # MODEL CONC LOG GRPC_PORT HTTP_PORT
   "$pagoda" serve --model "$1" --port "$4" --http-port "$5" --metrics-port -1 \
-    --threads "$threads" --max-seqs "$2" --log-level warn >"$3" 2>&1 &
+    --threads "$threads" --max-seqs "$2" --log-level warn $pagoda_args >"$3" 2>&1 &
   server_pid=$!
   wait_port "$5"
 }
