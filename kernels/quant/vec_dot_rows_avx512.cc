@@ -131,14 +131,15 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t
                                  WordBroadcast(2 * j + 1, 2 * j + 1), 1);
   }
   const __m512i fifth_shift = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(1), 1);
-  __m256 acc[R];
-  __m128 acc_m[R];
+  // The float work after each block runs for two rows at once: rows 2p and 2p + 1 share
+  // register p, row 2p in the low half. Q4_K's four min accumulators of a row sit in its
+  // half's even lanes (the odd ones take values never read). An odd last row has its own.
+  constexpr int P = R / 2;
+  __m512 acc[P + 1];
+  __m512 acc_m[P + 1];
   float summs[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    acc_m[r] = _mm_setzero_ps();
-    summs[r] = 0;
-  }
+  for (int p = 0; p <= P; ++p) acc[p] = acc_m[p] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) summs[r] = 0;
   for (int64_t i = 0; i < nb; ++i) {
     const ScalesMinsK4 sm = UnpackScalesMinsK4(x[i].scales);
     const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm.scales16));
@@ -161,30 +162,63 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t
       }
     }
     const float xd = H(x[i].d), xdmin = H(x[i].dmin);
-    for (int r = 0; r < R; ++r) {
-      const BlockQ8_K& b = As<BlockQ8_K>(act + r * stride)[i];
-      const float d = b.d * xd;
+    for (int p = 0; p < P; ++p) {
+      const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
+      const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
+      // Each row's eight lanes: its low 256 bits plus its high ones.
+      const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
+      const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
+      acc[p] = _mm512_fmadd_ps(Scales(a.d * xd, b.d * xd),
+                               _mm512_cvtepi32_ps(_mm512_add_epi32(lows, highs)), acc[p]);
+      if constexpr (kFifth) {
+        for (int h = 0; h < 2; ++h) {
+          const BlockQ8_K& y = h == 0 ? a : b;
+          const __m128i prod = MinProducts4(y, sm.mins16);
+          const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
+                            (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
+          summs[2 * p + h] = std::fma(-y.d * xdmin, static_cast<float>(total), summs[2 * p + h]);
+        }
+      } else {
+        // MinProducts4 of both rows: lane 2k of a row's half is its lane k.
+        const __m512i m = _mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(sm.mins16));
+        const __m512i prod = _mm512_add_epi32(m, _mm512_srli_epi64(m, 32));
+        acc_m[p] =
+            _mm512_fmadd_ps(Scales(-a.d * xdmin, -b.d * xdmin), _mm512_cvtepi32_ps(prod), acc_m[p]);
+      }
+    }
+    if constexpr (R % 2 == 1) {
+      const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
       const float dmin = -b.d * xdmin;
       const __m128i prod = MinProducts4(b, sm.mins16);
       if constexpr (kFifth) {
         const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
                           (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
-        summs[r] = std::fma(dmin, static_cast<float>(total), summs[r]);
+        summs[R - 1] = std::fma(dmin, static_cast<float>(total), summs[R - 1]);
       } else {
-        acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+        acc_m[P] = _mm512_castps128_ps512(_mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod),
+                                                       _mm512_castps512_ps128(acc_m[P])));
       }
-      const __m256i s256 =
-          _mm256_add_epi32(_mm512_castsi512_si256(sumi[r]), _mm512_extracti64x4_epi64(sumi[r], 1));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s256), acc[r]);
+      const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
+                                            _mm512_extracti64x4_epi64(sumi[R - 1], 1));
+      acc[P] = _mm512_castps256_ps512(_mm256_fmadd_ps(
+          _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(s256), _mm512_castps512_ps256(acc[P])));
     }
   }
   for (int r = 0; r < R; ++r) {
+    // Row r's eight float lanes and (Q4_K) its four min accumulators, as RowsQxK ends.
+    alignas(64) float lanes[16];
+    alignas(64) float mins[16];
+    _mm512_store_ps(lanes, acc[r / 2]);
+    _mm512_store_ps(mins, acc_m[r / 2]);
+    const bool paired = r < 2 * P;
+    const int half = paired ? 8 * (r % 2) : 0;
+    const float sum = HorizontalSum(_mm256_load_ps(lanes + half));
     if constexpr (kFifth) {
-      out[r * os] = HorizontalSum(acc[r]) + summs[r];
+      out[r * os] = sum + summs[r];
     } else {
-      alignas(16) float am[4];
-      _mm_store_ps(am, acc_m[r]);
-      out[r * os] = HorizontalSum(acc[r]) + ((am[0] + am[2]) + (am[1] + am[3]));
+      const int step = paired ? 2 : 1;  // paired rows keep lane k at 2k
+      const float* am = mins + half;
+      out[r * os] = sum + ((am[0] + am[2 * step]) + (am[step] + am[3 * step]));
     }
   }
 }
@@ -208,8 +242,10 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
   // The 2-bit high parts of chunks (0, 1), then (2, 3), of a half.
   const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  // Rows 2p and 2p + 1 share float register p after each block (row 2p low); an odd last
+  // row has its own.
+  __m512 acc[R / 2 + 1];
+  for (int p = 0; p <= R / 2; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i scales16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
@@ -235,16 +271,32 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
       }
     }
     const float xd = H(x[i].d);
-    for (int r = 0; r < R; ++r) {
-      const BlockQ8_K& b = As<BlockQ8_K>(act + r * stride)[i];
+    for (int p = 0; p < R / 2; ++p) {
+      const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
+      const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
+      // Both rows' eight lanes (row 2p low): low 256 bits plus high ones, less the bias.
+      const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
+      const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
+      const __m512i low_bias =
+          _mm512_slli_epi32(_mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(scales16)), 5);
+      const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(lows, highs), low_bias);
+      acc[p] = _mm512_fmadd_ps(Scales(a.d * xd, b.d * xd), _mm512_cvtepi32_ps(sums), acc[p]);
+    }
+    if constexpr (R % 2 == 1) {
+      const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
       const __m256i low_bias = _mm256_slli_epi32(_mm256_madd_epi16(Load32(b.bsums), scales16), 5);
-      const __m256i s256 =
-          _mm256_add_epi32(_mm512_castsi512_si256(sumi[r]), _mm512_extracti64x4_epi64(sumi[r], 1));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * xd),
-                               _mm256_cvtepi32_ps(_mm256_sub_epi32(s256, low_bias)), acc[r]);
+      const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
+                                            _mm512_extracti64x4_epi64(sumi[R - 1], 1));
+      acc[R / 2] = _mm512_castps256_ps512(_mm256_fmadd_ps(
+          _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(_mm256_sub_epi32(s256, low_bias)),
+          _mm512_castps512_ps256(acc[R / 2])));
     }
   }
-  for (int r = 0; r < R; ++r) out[r * os] = HorizontalSum(acc[r]);
+  for (int r = 0; r < R; ++r) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, acc[r / 2]);
+    out[r * os] = HorizontalSum(_mm256_load_ps(lanes + (r < R - R % 2 ? 8 * (r % 2) : 0)));
+  }
 }
 
 void ChunkPairsQ6_K(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
