@@ -16,6 +16,7 @@
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/quantize.h"
 #include "kernels/quant/vec_dot.h"
+#include "kernels/quant/vec_dot_avx2.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 
@@ -199,6 +200,36 @@ TEST(Quantizers, RoundTripErrorIsSmall) {
 }
 
 // Hand-checked blocks: Q4_0 of 0..31 - 16 (d = -16 / -8 = 2) and Q8_K's block sums.
+// The AVX2 activation quantizers write the portable code's bytes: random rows of uneven
+// magnitudes, and blocks that are all zero, whose largest magnitude is negative or tied
+// between x and -x (the first one sets the sign), that hold one huge value, values scaled to
+// exact halves (ties to even), or subnormals.
+TEST(Quantizers, ActivationAvx2EqualsPortableBitForBit) {
+  if (!quant::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  for (int64_t n : {256, 512, 4096}) {
+    std::vector<float> x = Random(n, static_cast<uint32_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] *= static_cast<float>(1 + (i % 7) * (i % 5));
+    for (int64_t i = 0; i < 32; ++i) x[i] = 0.f;                               // a zero Q8_0 block
+    for (int64_t i = 32; i < 64; ++i) x[i] = static_cast<float>(i % 9) - 4.f;  // ties: -4 first
+    x[70] = -1e30f;                                                            // huge, negative
+    for (int64_t i = 96; i < 128; ++i) x[i] = 0.5f * static_cast<float>(i - 112);  // halves
+    x[127] = 127.f;  // scale 1: quants are x, the halves round to even
+    for (int64_t i = 128; i < 160; ++i) x[i] = 1e-40f * static_cast<float>(i % 3);  // subnormal
+    if (n > 256) {
+      for (int64_t i = 256; i < 512; ++i) x[i] = 0.f;  // a zero Q8_K block
+    }
+    for (DType type : {DType::kQ8_0, DType::kQ8_1, DType::kQ8_K}) {
+      const size_t bytes = DTypeRowBytes(type, n);
+      std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
+      quant::QuantizeActivationsPortable(type, x.data(), want.data(), n);
+      ASSERT_TRUE(quant::QuantizeActivationsAvx2(type, x.data(), got.data(), n));
+      EXPECT_EQ(got, want) << DTypeName(type) << " n=" << n;
+    }
+  }
+  std::vector<uint8_t> out(4, 0);
+  EXPECT_FALSE(quant::QuantizeActivationsAvx2(DType::kF16, nullptr, out.data(), 0));
+}
+
 TEST(Quantizers, HandCheckedBlocks) {
   std::vector<float> x(32);
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j - 16);

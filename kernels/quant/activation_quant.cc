@@ -7,6 +7,7 @@
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/quantize.h"
+#include "kernels/quant/vec_dot_avx2.h"
 
 namespace pagoda::kernels::quant {
 namespace {
@@ -96,6 +97,12 @@ DType VecDotType(DType weight_type) {
 }
 
 void QuantizeActivations(DType type, const float* x, void* dst, int64_t n) {
+  static const bool avx2 = CpuHasAvx2();
+  if (avx2 && QuantizeActivationsAvx2(type, x, dst, n)) return;
+  QuantizeActivationsPortable(type, x, dst, n);
+}
+
+void QuantizeActivationsPortable(DType type, const float* x, void* dst, int64_t n) {
   const int64_t nb = n / DTypeBlockElems(type);
   switch (type) {
     case DType::kQ8_0:

@@ -16,6 +16,12 @@ namespace pagoda::kernels::quant {
 DType VecDotType(DType weight_type);
 // Quantizes `n` floats into DTypeRowBytes(type, n) bytes of `type` (F32, F16, BF16, Q8_0,
 // Q8_1 or Q8_K). Precondition: n is a multiple of DTypeBlockElems(type).
+// Takes the AVX2 code where the CPU has it (Q8_0, Q8_1, Q8_K), else the portable code.
 void QuantizeActivations(DType type, const float* x, void* dst, int64_t n);
+// The portable code alone, and the AVX2 code alone (false, nothing stored, for the other
+// types; precondition: CpuHasAvx2()): bit for bit the same for finite inputs; tests call
+// both.
+void QuantizeActivationsPortable(DType type, const float* x, void* dst, int64_t n);
+bool QuantizeActivationsAvx2(DType type, const float* x, void* dst, int64_t n);
 
 }  // namespace pagoda::kernels::quant
