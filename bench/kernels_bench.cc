@@ -73,13 +73,15 @@ struct Peaks {
   double copy_gbs = 1;
 };
 
-// 8-bit dot-product operations of `threads` threads running Int8Loop(iters) at once.
-double Int8OnThreads(int64_t iters, int threads) {
+// Runs loop(iters, sink) on `threads` threads at once (FmaLoop, Int8Loop); returns the
+// operations they report together.
+template <typename Sink>
+double OnThreads(int64_t iters, int threads, double (*loop)(int64_t, Sink*)) {
   std::vector<std::thread> pool;
-  std::vector<int32_t> sinks(threads * 16, 0);
+  std::vector<Sink> sinks(threads * 16, Sink{0});
   std::vector<double> done(threads, 0);
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] { done[t] = Int8Loop(iters, &sinks[t * 16]); });
+    pool.emplace_back([&, t] { done[t] = loop(iters, &sinks[t * 16]); });
   }
   for (std::thread& th : pool) th.join();
   benchmark::DoNotOptimize(sinks.data());
@@ -88,19 +90,8 @@ double Int8OnThreads(int64_t iters, int threads) {
   return ops;
 }
 
-double FmaOnThreads(int64_t iters, int threads) {
-  std::vector<std::thread> pool;
-  std::vector<float> sinks(threads * 16, 0.f);
-  std::vector<double> done(threads, 0);
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] { done[t] = FmaLoop(iters, &sinks[t * 16]); });
-  }
-  for (std::thread& th : pool) th.join();
-  benchmark::DoNotOptimize(sinks.data());
-  double flops = 0;
-  for (double d : done) flops += d;
-  return flops;
-}
+double FmaOnThreads(int64_t iters, int threads) { return OnThreads(iters, threads, &FmaLoop); }
+double Int8OnThreads(int64_t iters, int threads) { return OnThreads(iters, threads, &Int8Loop); }
 
 const Peaks& MeasuredPeaks() {
   static const Peaks peaks = [] {
