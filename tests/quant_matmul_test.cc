@@ -203,7 +203,7 @@ TEST(Quantizers, RoundTripErrorIsSmall) {
 // The AVX2 activation quantizers write the portable code's bytes: random rows of uneven
 // magnitudes, and blocks that are all zero, whose largest magnitude is negative or tied
 // between x and -x (the first one sets the sign), that hold one huge value, values scaled to
-// exact halves (ties to even), or subnormals.
+// exact halves (ties to even), or only subnormals (their scale overflows).
 TEST(Quantizers, ActivationAvx2EqualsPortableBitForBit) {
   if (!quant::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2";
   for (int64_t n : {256, 512, 4096}) {
@@ -216,7 +216,10 @@ TEST(Quantizers, ActivationAvx2EqualsPortableBitForBit) {
     x[127] = 127.f;  // scale 1: quants are x, the halves round to even
     for (int64_t i = 128; i < 160; ++i) x[i] = 1e-40f * static_cast<float>(i % 3);  // subnormal
     if (n > 256) {
-      for (int64_t i = 256; i < 512; ++i) x[i] = 0.f;  // a zero Q8_K block
+      for (int64_t i = 256; i < 512; ++i) x[i] = 1e-39f * static_cast<float>(i % 5 - 2);
+    }
+    if (n > 512) {
+      for (int64_t i = 512; i < 768; ++i) x[i] = 0.f;  // a zero Q8_K block
     }
     for (DType type : {DType::kQ8_0, DType::kQ8_1, DType::kQ8_K}) {
       const size_t bytes = DTypeRowBytes(type, n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
@@ -12,6 +13,14 @@
 namespace pagoda::kernels::quant {
 namespace {
 
+// x86's VCVTPS2DQ, which ggml's x86 quantizer uses: nearest integer, ties to even; NaN and
+// values out of int range (an amax so small that 127 / amax overflows) give INT_MIN.
+int RoundLikeCvtps(float v) {
+  const float r = std::nearbyint(v);
+  return r >= -2147483648.f && r < 2147483648.f ? static_cast<int>(r)
+                                                : std::numeric_limits<int>::min();
+}
+
 // One 32-element block as ggml's x86 quantize_row_q8_0/q8_1 computes it; returns d and
 // the sum of the quants.
 float Q8Block(const float* x, int8_t* qs, int* sum) {
@@ -19,13 +28,13 @@ float Q8Block(const float* x, int8_t* qs, int* sum) {
   for (int j = 0; j < kQk; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.f;
   const float id = amax != 0.f ? 127.f / amax : 0.f;
-  int s = 0;
+  uint32_t s = 0;  // wraps, as ggml's int32 vector lanes do
   for (int j = 0; j < kQk; ++j) {
-    const int q = static_cast<int>(std::nearbyint(x[j] * id));  // ties to even
+    const int q = RoundLikeCvtps(x[j] * id);
     qs[j] = static_cast<int8_t>(std::clamp(q, -128, 127));
-    s += q;
+    s += static_cast<uint32_t>(q);
   }
-  *sum = s;
+  *sum = static_cast<int>(s);
   return d;
 }
 

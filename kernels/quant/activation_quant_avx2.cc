@@ -82,6 +82,14 @@ void Q8_K(const float* x, BlockQ8_K* y, int64_t nb) {
     int first = 0;
     while (std::fabs(x[first]) != amax) ++first;
     const float iscale = -127.f / x[first];
+    if (!std::isfinite(iscale)) {
+      // A block of subnormals: 127 / max overflows, and ggml's nearest_int makes every
+      // quant 0 (its bit trick on an infinite or NaN product).
+      std::memset(y[i].qs, 0, kQkK);
+      std::memset(y[i].bsums, 0, sizeof(y[i].bsums));
+      y[i].d = 1 / iscale;
+      continue;
+    }
     const __m256 scale = _mm256_set1_ps(iscale);
     const __m256i top = _mm256_set1_epi32(127);
     for (int g = 0; g < kQkK / 32; ++g) {
