@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/kernels_bench_peak.h"
 #include "kernels/backend.h"
+#include "kernels/quant/half.h"
 #include "kernels/quant/quantize.h"
 
 namespace pagoda::bench {
@@ -165,28 +166,40 @@ void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t 
 }
 
 // Attention of `batch` sequences of `ctx` tokens, the last `q_len` of each being queries.
+// With `layers` > 1 the cache has that many layers and each iteration attends over the next
+// one, as a model's step does: the KV read then comes from memory, not from the last level
+// cache. `kv_dtype` kF32, kF16 or kBF16 (random values) or the backend's own (kind kNone).
 void BM_Attention(benchmark::State& state, int32_t head_dim, int32_t batch, int32_t ctx,
-                  int32_t q_len) {
+                  int32_t q_len, int32_t layers, kernels::DType kv_dtype) {
   kernels::Backend& be = CpuBackend();
   constexpr int32_t kHeads = 12, kKvHeads = 4, kBlock = 16;
   const int32_t blocks_per_seq = (ctx + kBlock - 1) / kBlock;
-  kernels::KvCacheShape shape{.num_layers = 1,
+  kernels::KvCacheShape shape{.num_layers = layers,
                               .num_blocks = batch * blocks_per_seq,
                               .block_size = kBlock,
                               .num_kv_heads = kKvHeads,
                               .head_dim = head_dim,
-                              .dtype = be.kv_dtype()};
+                              .dtype = kv_dtype};
   auto kv = be.Allocate(shape.total_bytes());
   if (!Check(state, kv.status())) return;
   {
-    // Finite random K/V (f32 caches only; other types are left zero).
-    const int64_t elems = shape.total_bytes() / 4;
-    if (be.kv_dtype() == kernels::DType::kF32) {
-      const std::vector<float> host = RandomFloats(elems, 3);
-      if (!Check(state, be.CopyToDevice(kv->data(), host.data(), shape.total_bytes()))) return;
-    } else if (!Check(state, be.Zero(kv->data(), shape.total_bytes()))) {
-      return;
+    // Finite random K/V (f32, f16 and bf16 caches; others are left zero).
+    const int64_t elems = shape.total_bytes() / static_cast<int64_t>(kernels::DTypeSize(kv_dtype));
+    const std::vector<float> host = RandomFloats(elems, 3);
+    absl::Status filled;
+    if (kv_dtype == kernels::DType::kF32) {
+      filled = be.CopyToDevice(kv->data(), host.data(), shape.total_bytes());
+    } else if (kv_dtype == kernels::DType::kF16 || kv_dtype == kernels::DType::kBF16) {
+      std::vector<uint16_t> half(host.size());
+      for (size_t i = 0; i < host.size(); ++i) {
+        half[i] = kv_dtype == kernels::DType::kF16 ? kernels::quant::FloatToHalf(host[i])
+                                                   : kernels::quant::FloatToBf16(host[i]);
+      }
+      filled = be.CopyToDevice(kv->data(), half.data(), shape.total_bytes());
+    } else {
+      filled = be.Zero(kv->data(), shape.total_bytes());
     }
+    if (!Check(state, filled)) return;
   }
   const kernels::PagedKvCache cache{kv->data(), shape};
   kernels::BatchInput in;
@@ -216,8 +229,10 @@ void BM_Attention(benchmark::State& state, int32_t head_dim, int32_t batch, int3
                                         .scale = 1.f / std::sqrt(static_cast<float>(head_dim))};
   const Peaks& peak = MeasuredPeaks();
   const Clock::time_point start = Clock::now();
+  int32_t layer = 0;
   for (auto _ : state) {
-    be.Attention(q->view, cache, 0, params, out->view);
+    be.Attention(q->view, cache, layer, params, out->view);
+    layer = (layer + 1) % layers;
     if (!Check(state, be.Synchronize())) return;
   }
   const double kv_bytes = 2.0 * batch * ctx * kKvHeads * head_dim *
@@ -289,10 +304,13 @@ void RegisterAll() {
     }
   }
   for (int32_t hd : {64, 128}) {
-    auto add = [&](int32_t batch, int32_t ctx, int32_t q_len) {
-      const std::string name =
+    auto add = [&](int32_t batch, int32_t ctx, int32_t q_len, int32_t layers = 1,
+                   kernels::DType kv = CpuBackend().kv_dtype()) {
+      std::string name =
           absl::StrCat("Attention/hd:", hd, "/batch:", batch, "/ctx:", ctx, "/q:", q_len);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, hd, batch, ctx, q_len)
+      if (layers > 1)
+        absl::StrAppend(&name, "/layers:", layers, "/kv:", std::string(kernels::DTypeName(kv)));
+      benchmark::RegisterBenchmark(name.c_str(), BM_Attention, hd, batch, ctx, q_len, layers, kv)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     };
@@ -300,6 +318,13 @@ void RegisterAll() {
       for (int32_t ctx : {512, 2048}) add(batch, ctx, 1);  // decode
     }
     add(1, 512, 512);  // prefill of a 512-token prompt
+    if (hd == 64) {
+      // The 76m model's decode step at 16 streams of 128 + 128 tokens: 12 layers' caches.
+      for (kernels::DType kv :
+           {kernels::DType::kF32, kernels::DType::kF16, kernels::DType::kBF16}) {
+        add(16, 256, 1, 12, kv);
+      }
+    }
   }
 }
 

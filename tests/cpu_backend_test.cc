@@ -2,6 +2,7 @@
 // mapping are read back through the block table, and paged attention over shuffled blocks
 // equals attention over a contiguous copy, for prefill, decode and mixed batches.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -324,6 +325,94 @@ TEST_F(CpuBackendTest, PagedAttentionManyDecodes) {
   std::vector<Seq> seqs;
   for (int32_t s = 0; s < 64; ++s) seqs.push_back({1 + (s * 37) % 150, 1});
   CheckAttention(backend_.get(), seqs, 12, 4, 64, 16);
+}
+
+// A sequence's attention output is the same bits whatever else is in the batch: alone, its
+// KV heads are spread over several work items to keep both threads busy; beside many
+// others, one item holds them all, and a prefill's query tiles differ in number. Every
+// instruction set this CPU has, each cache type.
+TEST_F(CpuBackendTest, PagedAttentionOfASequenceIsTheSameBitsAloneOrInABatch) {
+  constexpr int32_t kHeads = 12, kKvHeads = 4, kDim = 64, kBlock = 16;
+  const std::vector<Seq> decodes = {{1, 1},  {130, 1}, {64, 1},  {200, 1}, {17, 1},
+                                    {65, 1}, {300, 1}, {129, 1}, {2, 1}};
+  std::vector<Seq> mixed = decodes;
+  mixed.insert(mixed.begin() + 3, {{90, 90}, {33, 5}});
+  for (const auto& [seqs, dtype] :
+       std::vector<std::pair<std::vector<Seq>, DType>>{{decodes, DType::kF32},
+                                                       {mixed, DType::kF32},
+                                                       {decodes, DType::kF16},
+                                                       {mixed, DType::kBF16},
+                                                       {decodes, DType::kI8}}) {
+    std::mt19937 rng(7);
+    int32_t blocks = 0;
+    for (const Seq& s : seqs) blocks += (s.context + kBlock - 1) / kBlock;
+    const KvCacheShape shape{.num_layers = 1,
+                             .num_blocks = blocks,
+                             .block_size = kBlock,
+                             .num_kv_heads = kKvHeads,
+                             .head_dim = kDim,
+                             .dtype = dtype};
+    auto buffer = *backend_->Allocate(shape.total_bytes());
+    const PagedKvCache cache{buffer.data(), shape};
+    std::vector<std::vector<int32_t>> tables;
+    const BatchInput all = MakeBatch(seqs, kBlock, blocks, &rng, &tables);
+    // Every slot of the pool written (as the cache's type) through WriteKv.
+    BatchInput fill;
+    fill.query_start_loc = {0, blocks * kBlock};
+    fill.max_blocks_per_seq = blocks;
+    for (int32_t slot = 0; slot < blocks * kBlock; ++slot) {
+      fill.token_ids.push_back(0);
+      fill.positions.push_back(slot);
+      fill.slot_mapping.push_back(slot);
+    }
+    for (int32_t b = 0; b < blocks; ++b) fill.block_tables.push_back(b);
+    fill.seq_lens = {blocks * kBlock};
+    fill.logits_indices = {blocks * kBlock - 1};
+    ASSERT_TRUE(backend_->PrepareBatch(fill).ok());
+    std::vector<float> k = Random(int64_t{blocks} * kBlock * kKvHeads * kDim, &rng);
+    std::vector<float> v = Random(k.size(), &rng);
+    backend_->WriteKv(Tensor::Make(k.data(), DType::kF32, blocks * kBlock, kKvHeads * kDim),
+                      Tensor::Make(v.data(), DType::kF32, blocks * kBlock, kKvHeads * kDim), cache,
+                      0);
+    const AttentionParams p{
+        .num_heads = kHeads, .num_kv_heads = kKvHeads, .head_dim = kDim, .scale = 0.125f};
+    const int64_t width = kHeads * kDim;
+    const std::vector<float> q = Random(all.num_tokens() * width, &rng);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " " << hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      std::vector<float> out(q.size(), std::nanf(""));
+      ASSERT_TRUE(backend_->PrepareBatch(all).ok());
+      backend_->Attention(
+          Tensor::Make(const_cast<float*>(q.data()), DType::kF32, all.num_tokens(), width), cache,
+          0, p, Tensor::Make(out.data(), DType::kF32, all.num_tokens(), width));
+      for (int32_t s = 0; s < all.num_seqs(); ++s) {
+        const int32_t begin = all.query_start_loc[s], end = all.query_start_loc[s + 1];
+        BatchInput one;
+        one.max_blocks_per_seq = all.max_blocks_per_seq;
+        one.query_start_loc = {0, end - begin};
+        one.token_ids.assign(all.token_ids.begin() + begin, all.token_ids.begin() + end);
+        one.positions.assign(all.positions.begin() + begin, all.positions.begin() + end);
+        one.slot_mapping.assign(all.slot_mapping.begin() + begin, all.slot_mapping.begin() + end);
+        one.seq_lens = {all.seq_lens[s]};
+        one.logits_indices = {end - begin - 1};
+        const auto row = all.block_tables.begin() + int64_t{s} * all.max_blocks_per_seq;
+        one.block_tables.assign(row, row + all.max_blocks_per_seq);
+        std::vector<float> alone((end - begin) * width, std::nanf(""));
+        ASSERT_TRUE(backend_->PrepareBatch(one).ok());
+        backend_->Attention(Tensor::Make(const_cast<float*>(q.data()) + begin * width, DType::kF32,
+                                         end - begin, width),
+                            cache, 0, p,
+                            Tensor::Make(alone.data(), DType::kF32, end - begin, width));
+        for (int64_t i = 0; i < static_cast<int64_t>(alone.size()); ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(alone[i]),
+                    std::bit_cast<uint32_t>(out[begin * width + i]))
+              << "sequence " << s << " element " << i;
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
 }
 
 TEST_F(CpuBackendTest, RmsNormRopeSiluMulAddOnStridedViews) {

@@ -2,11 +2,14 @@
 // compiled once per instruction set by foreach_target.h, and HWY_DYNAMIC_DISPATCH calls
 // the best one the running CPU has (AVX-512, AVX2, SSE4 or portable code).
 //
-// One work item is (sequence, KV head, tile of consecutive query tokens). The item's
-// rows are its queries times the query heads sharing the KV head; every K/V row is
-// loaded once per chunk of the context and used by all of them. Softmax is online: per
-// chunk of kChunk context tokens the running max and sum are updated and the
-// accumulator rescaled, so the context is traversed once.
+// One work item is (sequence, tile of consecutive query tokens, run of KV heads). Per KV
+// head the item's rows are its queries times the query heads sharing that KV head; every
+// K/V row is loaded once per chunk of the context and used by all of them. Softmax is
+// online: per chunk of kChunk context tokens the running max and sum are updated and the
+// accumulator rescaled, so the context is traversed once. An item's KV heads go through
+// each chunk one after the other, so the chunk's cached rows (all heads of a token are
+// adjacent) are read as whole contiguous runs; a head's arithmetic is the same whichever
+// item holds it (batch invariance).
 // The cache may hold f32, f16, bf16 or int8 (K and V: a step per token and head): rows of
 // the other types are widened to f32 per chunk into a small scratch tile (64 rows of K and of
 // V) as they are read, so no f32 copy of the cache exists.
@@ -37,9 +40,10 @@ constexpr int32_t kChunk = 64;
 
 // One work item. Rows r = qi * group + h (query qi of the tile, head h of the group).
 struct TileArgs {
-  const float* q = nullptr;  // query head (g * group) of the tile's first token
-  int64_t q_stride = 0;      // floats between consecutive tokens of q and of out
-  float* out = nullptr;      // same layout as q
+  // Query head g * group of the tile's first token, g the item's first KV head.
+  const float* q = nullptr;
+  int64_t q_stride = 0;  // floats between consecutive tokens of q and of out
+  float* out = nullptr;  // same layout as q
   int64_t out_stride = 0;
   const int32_t* positions = nullptr;  // position of each query of the tile, ascending
   int32_t num_queries = 0;
@@ -47,16 +51,17 @@ struct TileArgs {
   int32_t head_dim = 0;
   float scale = 1.f;
   DType kv_dtype = DType::kF32;  // kF32, kF16, kBF16 or kI8
-  const char* k_head = nullptr;  // K plane offset to this KV head
+  int32_t kv_heads = 1;          // KV heads of the item: g, g + 1, ...
+  const char* k_head = nullptr;  // K plane offset to KV head g
   const char* v_head = nullptr;
   int64_t kv_row_bytes = 0;         // bytes per cached token (all KV heads)
-  const float* k_scales = nullptr;  // kI8: K scale plane offset to this KV head
-  const float* v_scales = nullptr;  // kI8: V scale plane offset to this KV head
+  const float* k_scales = nullptr;  // kI8: K scale plane offset to KV head g
+  const float* v_scales = nullptr;  // kI8: V scale plane offset to KV head g
   int32_t num_kv_heads = 0;         // V scales per cached token
   const int32_t* table = nullptr;
   int32_t block_size = 0;
-  // rows * (kChunk + head_dim + 2) + 16 floats, aligned to 64 bytes, then 2 * kChunk *
-  // head_dim floats for widened K and V rows.
+  // Per KV head, rows * (kChunk + head_dim + 2) floats rounded up to 16, aligned to 64
+  // bytes; then 2 * kChunk * head_dim floats for widened K and V rows.
   float* scratch = nullptr;
 };
 
@@ -75,81 +80,152 @@ struct Visible {
   int32_t operator()(int32_t r) const { return std::clamp(positions[r / group] + 1 - c0, 0, n); }
 };
 
-// s[t] = scale * dot(q_r, k_rows[t]) for the rows that see token t (rows >= first[t]).
+// Reduces the `lanes` vectors at `part` (consecutive, aligned; overwritten) to one vector
+// whose lane j is the sum of vector j's lanes. Every sum is the same pairwise tree over its
+// vector's lanes (neighbours first), whichever lane it ends in.
 template <class D>
-void Scores(D d, const TileArgs& a, const float* const* k_rows, const int32_t* first, int32_t n,
-            int32_t rows, float* scores) {
-  const size_t lanes = hn::Lanes(d);
-  const int32_t dim = a.head_dim;
-  for (int32_t t = 0; t < n; ++t) {
-    const float* k = k_rows[t];
-    for (int32_t r = first[t]; r < rows; ++r) {
-      const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
-      auto acc0 = hn::Zero(d);
-      auto acc1 = hn::Zero(d);
-      int32_t e = 0;
-      for (; e + 2 * static_cast<int32_t>(lanes) <= dim; e += 2 * lanes) {
-        acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
-        acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), hn::LoadU(d, k + e + lanes), acc1);
+hn::Vec<D> TransposeSums(D d, float* part) {
+#if HWY_TARGET != HWY_SCALAR  // one lane: nothing to add
+  if constexpr (hn::MaxLanes(d) > 1) {
+    const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+    for (int32_t count = lanes; count > 1; count /= 2) {
+      for (int32_t j = 0; j < count / 2; ++j) {
+        const auto lo = hn::Load(d, part + 2 * j * lanes);
+        const auto hi = hn::Load(d, part + (2 * j + 1) * lanes);
+        hn::Store(hn::Add(hn::ConcatEven(d, hi, lo), hn::ConcatOdd(d, hi, lo)), d,
+                  part + j * lanes);
       }
-      for (; e < dim; e += lanes) acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
-      scores[r * kChunk + t] = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1))) * a.scale;
+    }
+  }
+#endif
+  return hn::Load(d, part);
+}
+
+// s[t] = scale * dot(q_r, k_rows[t]) for every row r and token t < visible(r), a vector of
+// tokens at a time (the last vector may run past visible(r), up to k_rows[n - 1]: those
+// scores are SoftmaxStep's to overwrite). One way of computing a score for every tile
+// shape: two accumulators over head_dim (even and odd vectors), added, then the lanes
+// summed pairwise, so a query's result does not depend on how many other queries share
+// its tile (batch invariance, docs/ARCHITECTURE.md).
+template <class D>
+void Scores(D d, const TileArgs& a, const float* const* k_rows, const Visible& visible, int32_t n,
+            int32_t rows, float* scores) {
+  const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
+  const int32_t dim = a.head_dim;
+  const auto scale = hn::Set(d, a.scale);
+  HWY_ALIGN float part[(HWY_MAX_BYTES / sizeof(float)) * (HWY_MAX_BYTES / sizeof(float))];
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
+    const int32_t vis = visible(r);
+    for (int32_t t0 = 0; t0 < vis; t0 += lanes) {
+      for (int32_t j = 0; j < lanes; ++j) {
+        const float* k = k_rows[std::min(t0 + j, n - 1)];
+        auto acc0 = hn::Zero(d);
+        auto acc1 = hn::Zero(d);
+        int32_t e = 0;
+        for (; e + 2 * lanes <= dim; e += 2 * lanes) {
+          acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
+          acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), hn::LoadU(d, k + e + lanes), acc1);
+        }
+        for (; e < dim; e += lanes) {
+          acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
+        }
+        hn::Store(hn::Add(acc0, acc1), d, part + j * lanes);
+      }
+      hn::StoreU(hn::Mul(TransposeSums(d, part), scale), d, scores + r * kChunk + t0);
     }
   }
 }
 
-// acc_r += sum_t p[r][t] * v_rows[t] over the t < visible(r), four vectors at a time.
-template <class D>
-void AccumulateValues(D d, const TileArgs& a, const float* const* v_rows, const Visible& visible,
-                      int32_t rows, const float* probs, float* acc) {
+// acc_r += sum_t p_r[t] * v_rows[t] over t < vis for R consecutive rows (probabilities at
+// p, kChunk apart; accumulators at o, dim apart) that share every V load. A row's
+// probabilities past its own visible count are zero, so its sums are those it would get
+// alone (adding +0 * v changes nothing).
+template <int R, class D>
+void AccumulateRowBlock(D d, int32_t dim, const float* const* v_rows, int32_t vis, const float* p,
+                        float* o) {
+  static_assert(R >= 1 && R <= 4);
   const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
-  const int32_t dim = a.head_dim;
-  int32_t r = 0;
-  // Two rows at a time share every V load; probabilities past visible(r) are zero.
-  for (; r + 1 < rows; r += 2) {
-    const float* p0 = probs + r * kChunk;
-    const float* p1 = p0 + kChunk;
-    float* o = acc + r * int64_t{dim};
-    const int32_t vis = std::max(visible(r), visible(r + 1));
-    int32_t e = 0;
-    for (; e + 2 * lanes <= dim; e += 2 * lanes) {
-      auto a0 = hn::LoadU(d, o + e), a1 = hn::LoadU(d, o + e + lanes);
-      auto b0 = hn::LoadU(d, o + dim + e), b1 = hn::LoadU(d, o + dim + e + lanes);
-      for (int32_t t = 0; t < vis; ++t) {
-        const auto w0 = hn::Set(d, p0[t]), w1 = hn::Set(d, p1[t]);
-        const auto v0 = hn::LoadU(d, v_rows[t] + e), v1 = hn::LoadU(d, v_rows[t] + e + lanes);
-        a0 = hn::MulAdd(w0, v0, a0);
-        a1 = hn::MulAdd(w0, v1, a1);
+  const float* p1 = p + (R > 1 ? kChunk : 0);
+  const float* p2 = p + (R > 2 ? 2 * kChunk : 0);
+  const float* p3 = p + (R > 3 ? 3 * kChunk : 0);
+  float* o1 = o + (R > 1 ? dim : 0);
+  float* o2 = o + (R > 2 ? 2 * dim : 0);
+  float* o3 = o + (R > 3 ? 3 * dim : 0);  // rows past R alias row 0, never stored
+  int32_t e = 0;
+  for (; e + 2 * lanes <= dim; e += 2 * lanes) {
+    auto a0 = hn::LoadU(d, o + e), a1 = hn::LoadU(d, o + e + lanes);
+    auto b0 = hn::LoadU(d, o1 + e), b1 = hn::LoadU(d, o1 + e + lanes);
+    auto c0 = hn::LoadU(d, o2 + e), c1 = hn::LoadU(d, o2 + e + lanes);
+    auto d0 = hn::LoadU(d, o3 + e), d1 = hn::LoadU(d, o3 + e + lanes);
+    for (int32_t t = 0; t < vis; ++t) {
+      const auto v0 = hn::LoadU(d, v_rows[t] + e), v1 = hn::LoadU(d, v_rows[t] + e + lanes);
+      const auto w0 = hn::Set(d, p[t]);
+      a0 = hn::MulAdd(w0, v0, a0);
+      a1 = hn::MulAdd(w0, v1, a1);
+      if constexpr (R > 1) {
+        const auto w1 = hn::Set(d, p1[t]);
         b0 = hn::MulAdd(w1, v0, b0);
         b1 = hn::MulAdd(w1, v1, b1);
       }
-      hn::StoreU(a0, d, o + e);
-      hn::StoreU(a1, d, o + e + lanes);
-      hn::StoreU(b0, d, o + dim + e);
-      hn::StoreU(b1, d, o + dim + e + lanes);
-    }
-    for (; e < dim; e += lanes) {
-      auto a0 = hn::LoadU(d, o + e), b0 = hn::LoadU(d, o + dim + e);
-      for (int32_t t = 0; t < vis; ++t) {
-        const auto v0 = hn::LoadU(d, v_rows[t] + e);
-        a0 = hn::MulAdd(hn::Set(d, p0[t]), v0, a0);
-        b0 = hn::MulAdd(hn::Set(d, p1[t]), v0, b0);
+      if constexpr (R > 2) {
+        const auto w2 = hn::Set(d, p2[t]);
+        c0 = hn::MulAdd(w2, v0, c0);
+        c1 = hn::MulAdd(w2, v1, c1);
       }
-      hn::StoreU(a0, d, o + e);
-      hn::StoreU(b0, d, o + dim + e);
+      if constexpr (R > 3) {
+        const auto w3 = hn::Set(d, p3[t]);
+        d0 = hn::MulAdd(w3, v0, d0);
+        d1 = hn::MulAdd(w3, v1, d1);
+      }
     }
+    if constexpr (R > 3) hn::StoreU(d0, d, o3 + e), hn::StoreU(d1, d, o3 + e + lanes);
+    if constexpr (R > 2) hn::StoreU(c0, d, o2 + e), hn::StoreU(c1, d, o2 + e + lanes);
+    if constexpr (R > 1) hn::StoreU(b0, d, o1 + e), hn::StoreU(b1, d, o1 + e + lanes);
+    hn::StoreU(a0, d, o + e);
+    hn::StoreU(a1, d, o + e + lanes);
   }
-  if (r < rows) {
-    const float* p = probs + r * kChunk;
-    float* o = acc + r * int64_t{dim};
-    const int32_t vis = visible(r);
-    for (int32_t e = 0; e < dim; e += lanes) {
-      auto a0 = hn::LoadU(d, o + e);
-      for (int32_t t = 0; t < vis; ++t) {
-        a0 = hn::MulAdd(hn::Set(d, p[t]), hn::LoadU(d, v_rows[t] + e), a0);
-      }
-      hn::StoreU(a0, d, o + e);
+  for (; e < dim; e += lanes) {
+    auto a0 = hn::LoadU(d, o + e), b0 = hn::LoadU(d, o1 + e);
+    auto c0 = hn::LoadU(d, o2 + e), d0 = hn::LoadU(d, o3 + e);
+    for (int32_t t = 0; t < vis; ++t) {
+      const auto v0 = hn::LoadU(d, v_rows[t] + e);
+      a0 = hn::MulAdd(hn::Set(d, p[t]), v0, a0);
+      if constexpr (R > 1) b0 = hn::MulAdd(hn::Set(d, p1[t]), v0, b0);
+      if constexpr (R > 2) c0 = hn::MulAdd(hn::Set(d, p2[t]), v0, c0);
+      if constexpr (R > 3) d0 = hn::MulAdd(hn::Set(d, p3[t]), v0, d0);
     }
+    if constexpr (R > 3) hn::StoreU(d0, d, o3 + e);
+    if constexpr (R > 2) hn::StoreU(c0, d, o2 + e);
+    if constexpr (R > 1) hn::StoreU(b0, d, o1 + e);
+    hn::StoreU(a0, d, o + e);
+  }
+}
+
+// acc_r += sum_t p[r][t] * v_rows[t] over the t < visible(r), four rows at a time.
+template <class D>
+void AccumulateValues(D d, const TileArgs& a, const float* const* v_rows, const Visible& visible,
+                      int32_t rows, const float* probs, float* acc) {
+  const int32_t dim = a.head_dim;
+  int32_t r = 0;
+  // visible(r) does not decrease with r: a block's last row sees the most.
+  for (; r + 4 <= rows; r += 4) {
+    AccumulateRowBlock<4>(d, dim, v_rows, visible(r + 3), probs + r * kChunk, acc + r * dim);
+  }
+  const float* p = probs + r * kChunk;
+  float* o = acc + int64_t{r} * dim;
+  switch (rows - r) {
+    case 3:
+      AccumulateRowBlock<3>(d, dim, v_rows, visible(r + 2), p, o);
+      break;
+    case 2:
+      AccumulateRowBlock<2>(d, dim, v_rows, visible(r + 1), p, o);
+      break;
+    case 1:
+      AccumulateRowBlock<1>(d, dim, v_rows, visible(r), p, o);
+      break;
+    default:
+      break;
   }
 }
 
@@ -228,70 +304,98 @@ void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* s
   }
 }
 
+// The running state of one KV head's rows: scores of the chunk, accumulators, max, sum.
+struct HeadState {
+  float* scores;
+  float* acc;
+  float* m;
+  float* l;
+};
+
 template <class D>
 void AttendTileWith(D d, const TileArgs& a) {
   const int32_t rows = a.num_queries * a.group;
   const int32_t dim = a.head_dim;
-  float* scores = a.scratch;
-  float* acc = scores + int64_t{rows} * kChunk;
-  float* m = acc + int64_t{rows} * dim;
-  float* l = m + rows;
-  const int64_t used = int64_t{rows} * (kChunk + dim + 2);
-  float* wide = scores + (used + 15) / 16 * 16;  // 64-byte aligned
-  for (int64_t i = 0; i < int64_t{rows} * dim; ++i) acc[i] = 0.f;
-  for (int32_t r = 0; r < rows; ++r) m[r] = -HUGE_VALF, l[r] = 0.f;
+  // Each head's state starts 64-byte aligned (the scores are loaded aligned).
+  const int64_t state_floats = (int64_t{rows} * (kChunk + dim + 2) + 15) / 16 * 16;
+  const auto state = [&](int32_t h) {
+    float* scores = a.scratch + h * state_floats;
+    float* acc = scores + int64_t{rows} * kChunk;
+    float* m = acc + int64_t{rows} * dim;
+    return HeadState{scores, acc, m, m + rows};
+  };
+  for (int32_t h = 0; h < a.kv_heads; ++h) {
+    const HeadState st = state(h);
+    for (int64_t i = 0; i < int64_t{rows} * dim; ++i) st.acc[i] = 0.f;
+    for (int32_t r = 0; r < rows; ++r) st.m[r] = -HUGE_VALF, st.l[r] = 0.f;
+  }
+  float* wide = a.scratch + a.kv_heads * state_floats;  // 64-byte aligned
 
-  const float* k_rows[kChunk];
-  const float* v_rows[kChunk];
+  const char* k_rows[kChunk];  // token t's row at KV head g
+  const char* v_rows[kChunk];
   const float* k_scale[kChunk];
   const float* v_scale[kChunk];
-  int32_t first[kChunk];  // first row that sees chunk token t
-  float* k_wide = wide;   // widened rows when the cache is not f32
+  const float* k_head_rows[kChunk];  // ... at the head being computed (or its widened copy)
+  const float* v_head_rows[kChunk];
+  const float* k_head_scale[kChunk];
+  const float* v_head_scale[kChunk];
+  float* k_wide = wide;  // widened rows when the cache is not f32
   float* v_wide = k_wide + int64_t{kChunk} * dim;
   const bool widen = a.kv_dtype != DType::kF32;
   const int32_t head_bytes = dim * static_cast<int32_t>(DTypeSize(a.kv_dtype));
-  const auto prefetch = [&](int64_t slot) {
-    for (int32_t b = 0; b < head_bytes; b += 64) {
-      hwy::Prefetch(a.k_head + slot * a.kv_row_bytes + b);
-      hwy::Prefetch(a.v_head + slot * a.kv_row_bytes + b);
-    }
+  const int32_t item_bytes = head_bytes * a.kv_heads;  // the item's part of a cached token
+  const auto prefetch = [&](const char* row) {
+    for (int32_t b = 0; b < item_bytes; b += 64) hwy::Prefetch(row + b);
   };
   const int32_t ctx = a.positions[a.num_queries - 1] + 1;
   for (int32_t c0 = 0; c0 < ctx; c0 += kChunk) {
     const int32_t n = std::min(kChunk, ctx - c0);
-    int32_t qi = 0;
     for (int32_t t = 0; t < n; ++t) {
       const int32_t pos = c0 + t;
       const int64_t slot = int64_t{a.table[pos / a.block_size]} * a.block_size + pos % a.block_size;
-      k_rows[t] = reinterpret_cast<const float*>(a.k_head + slot * a.kv_row_bytes);
-      v_rows[t] = reinterpret_cast<const float*>(a.v_head + slot * a.kv_row_bytes);
+      k_rows[t] = a.k_head + slot * a.kv_row_bytes;
+      v_rows[t] = a.v_head + slot * a.kv_row_bytes;
       // The chunk's K and V rows are requested all at once, so their cache misses overlap
       // instead of stalling the dot products one row at a time (measured: 1.5x at 16
       // sequences of 2048 tokens; a chunk further ahead gained nothing more).
-      prefetch(slot);
+      prefetch(k_rows[t]);
+      prefetch(v_rows[t]);
       if (a.k_scales != nullptr) {
         k_scale[t] = a.k_scales + slot * a.num_kv_heads;
         v_scale[t] = a.v_scales + slot * a.num_kv_heads;
       }
-      while (a.positions[qi] < pos) ++qi;  // the last query sees every token of ctx
-      first[t] = qi * a.group;
-    }
-    if (widen) {
-      WidenRows(d, a, k_rows, k_scale, n, k_wide);
-      WidenRows(d, a, v_rows, v_scale, n, v_wide);
     }
     const Visible visible{a.positions, a.group, c0, n};
-    // One way of computing a score for every tile shape: a query's result must not depend
-    // on how many other queries share its tile (batch invariance, docs/ARCHITECTURE.md).
-    Scores(d, a, k_rows, first, n, rows, scores);
-    SoftmaxStep(d, a, visible, rows, scores, m, l, acc);
-    AccumulateValues(d, a, v_rows, visible, rows, scores, acc);
+    for (int32_t h = 0; h < a.kv_heads; ++h) {
+      for (int32_t t = 0; t < n; ++t) {
+        k_head_rows[t] = reinterpret_cast<const float*>(k_rows[t] + h * head_bytes);
+        v_head_rows[t] = reinterpret_cast<const float*>(v_rows[t] + h * head_bytes);
+      }
+      if (widen) {
+        if (a.k_scales != nullptr) {
+          for (int32_t t = 0; t < n; ++t) k_head_scale[t] = k_scale[t] + h;
+          for (int32_t t = 0; t < n; ++t) v_head_scale[t] = v_scale[t] + h;
+        }
+        WidenRows(d, a, k_head_rows, k_head_scale, n, k_wide);
+        WidenRows(d, a, v_head_rows, v_head_scale, n, v_wide);
+      }
+      TileArgs ah = a;
+      ah.q = a.q + int64_t{h} * a.group * dim;
+      const HeadState st = state(h);
+      Scores(d, ah, k_head_rows, visible, n, rows, st.scores);
+      SoftmaxStep(d, ah, visible, rows, st.scores, st.m, st.l, st.acc);
+      AccumulateValues(d, ah, v_head_rows, visible, rows, st.scores, st.acc);
+    }
   }
-  for (int32_t r = 0; r < rows; ++r) {
-    const float inv = 1.f / l[r];
-    float* o = a.out + (r / a.group) * a.out_stride + (r % a.group) * int64_t{dim};
-    const float* src = acc + r * int64_t{dim};
-    for (int32_t e = 0; e < dim; ++e) o[e] = src[e] * inv;
+  for (int32_t h = 0; h < a.kv_heads; ++h) {
+    const HeadState st = state(h);
+    float* out = a.out + int64_t{h} * a.group * dim;
+    for (int32_t r = 0; r < rows; ++r) {
+      const float inv = 1.f / st.l[r];
+      float* o = out + (r / a.group) * a.out_stride + (r % a.group) * int64_t{dim};
+      const float* src = st.acc + r * int64_t{dim};
+      for (int32_t e = 0; e < dim; ++e) o[e] = src[e] * inv;
+    }
   }
 }
 
@@ -326,8 +430,9 @@ HWY_EXPORT(AttendTile);
 
 namespace {
 
-// Query rows (tokens x heads of a group) per work item at most: bounds the scratch and
-// keeps several items per sequence in a long prefill so both threads get work.
+// Query rows (tokens x heads of a group, times the item's KV heads) per work item at most:
+// bounds the scratch and keeps several items per sequence in a long prefill so both
+// threads get work.
 constexpr int32_t kMaxTileRows = 64;
 // Work below this many multiply-adds runs on the calling thread: waking workers costs more.
 constexpr int64_t kMinParallelWork = 1 << 15;
@@ -336,20 +441,44 @@ struct Item {
   int32_t seq;
   int32_t first_token;  // batch index of the tile's first query
   int32_t num_queries;
-  int32_t kv_head;
-  int64_t cost;  // multiply-adds, for ordering
+  int32_t kv_head;   // the first of the item's KV heads
+  int32_t kv_heads;  // how many
+  int64_t cost;      // multiply-adds, for ordering
 };
 
-// Tiles of every sequence times KV heads, most expensive first.
-std::vector<Item> PlanItems(const BatchInput& batch, int32_t kv_heads, int32_t group) {
+// Tiles of every sequence times runs of KV heads, most expensive first. A tile with few
+// rows per KV head (a decode) takes as many KV heads as fit kMaxTileRows, fewer when that
+// would leave a thread without two items; a prefill tile takes one.
+std::vector<Item> PlanItems(const BatchInput& batch, int32_t kv_heads, int32_t group,
+                            int32_t threads) {
   const int32_t tile = std::max(1, kMaxTileRows / group);
+  const auto heads_per_item = [&](int32_t n, int32_t cap) {
+    return std::clamp(kMaxTileRows / (n * group), 1, cap);
+  };
+  const auto count = [&](int32_t cap) {
+    int64_t items = 0;
+    for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+      const int32_t begin = batch.query_start_loc[s], end = batch.query_start_loc[s + 1];
+      for (int32_t i = begin; i < end; i += tile) {
+        const int32_t per_item = heads_per_item(std::min(tile, end - i), cap);
+        items += (kv_heads + per_item - 1) / per_item;
+      }
+    }
+    return items;
+  };
+  int32_t cap = kv_heads;
+  while (cap > 1 && count(cap) < 2 * threads) cap = (cap + 1) / 2;
   std::vector<Item> items;
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int32_t begin = batch.query_start_loc[s], end = batch.query_start_loc[s + 1];
     for (int32_t i = begin; i < end; i += tile) {
       const int32_t n = std::min(tile, end - i);
-      const int64_t cost = int64_t{n} * (batch.positions[i + n - 1] + 1);
-      for (int32_t g = 0; g < kv_heads; ++g) items.push_back({s, i, n, g, cost});
+      const int32_t per_item = heads_per_item(n, cap);
+      for (int32_t g = 0; g < kv_heads; g += per_item) {
+        const int32_t heads = std::min(per_item, kv_heads - g);
+        const int64_t cost = int64_t{n} * heads * (batch.positions[i + n - 1] + 1);
+        items.push_back({s, i, n, g, heads, cost});
+      }
     }
   }
   std::stable_sort(items.begin(), items.end(),
@@ -422,18 +551,24 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
   const auto* v_plane = static_cast<const char*>(cache.Plane(layer, 1));
   const float* k_scales = shape.has_scales() ? cache.Scales(layer, 0) : nullptr;
   const float* v_scales = shape.has_scales() ? cache.Scales(layer, 1) : nullptr;
-  const std::vector<Item> items = PlanItems(batch, kv_heads, group);
+  const std::vector<Item> items =
+      PlanItems(batch, kv_heads, group, static_cast<int32_t>(pool->num_threads()));
   int64_t work = 0;
-  for (const Item& item : items) work += item.cost;
+  int32_t item_rows = 0;
+  for (const Item& item : items) {
+    work += item.cost;
+    item_rows = std::max(item_rows, item.kv_heads * item.num_queries * group);
+  }
   work *= int64_t{group} * head_dim * 2;
 
   std::atomic<int64_t> next{0};
   const int64_t participants = work < kMinParallelWork ? 1 : pool->num_threads();
   pool->ParallelFor(participants, 1, [&](int64_t, int64_t) {
     thread_local std::vector<float> scratch;
-    // The layout TileArgs::scratch describes, for the largest tile, and 16 for alignment.
-    const size_t need = static_cast<size_t>(kMaxTileRows + group) * (kChunk + head_dim + 2) +
-                        static_cast<size_t>(head_dim) * kChunk * 2 + 32;
+    // The layout TileArgs::scratch describes, for the largest item, and 16 for alignment.
+    const size_t need = static_cast<size_t>(item_rows) * (kChunk + head_dim + 2) +
+                        static_cast<size_t>(kv_heads) * 16 +
+                        static_cast<size_t>(head_dim) * kChunk * 2 + 16;
     if (scratch.size() < need) scratch.resize(need);
     float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                               ~uintptr_t{63});
@@ -452,6 +587,7 @@ void PagedAttention(const BatchInput& batch, const Tensor& q, const PagedKvCache
       a.head_dim = head_dim;
       a.scale = params.scale;
       a.kv_dtype = shape.dtype;
+      a.kv_heads = it.kv_heads;
       a.k_head = k_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.v_head = v_plane + int64_t{it.kv_head} * head_dim * elem_bytes;
       a.kv_row_bytes = shape.token_elems() * elem_bytes;
