@@ -84,6 +84,7 @@ struct Flags {
   int32_t decode_tokens = 32;
   int32_t block_size = kEngineDefaults.block_size;
   int64_t kv_cache_memory = kEngineDefaults.kv_cache_memory;
+  std::string kv_cache_dtype = kEngineDefaults.kv_cache_dtype;
   int32_t requests = 128;
   int32_t num_blocks = 0;
   int32_t swap_blocks = 0;
@@ -132,6 +133,8 @@ void AddWorkloadFlags(CLI::App* app, Flags* f) {
   app->add_option("--decode-tokens", f->decode_tokens, "tokens generated per sequence");
   app->add_option("--block-size", f->block_size, "KV block size");
   app->add_option("--kv-cache-memory", f->kv_cache_memory, "KV cache bytes (0 = engine default)");
+  app->add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                  "KV cache type: auto, f32, f16, bf16, int8 (CPU) or fp8 (CUDA)");
   app->add_option("--requests", f->requests,
                   "--mode waste: requests in the mixed workload; --mode preempt: requests at "
                   "once");
@@ -195,6 +198,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Flags& f,
   if (!backend.ok()) return backend.status();
   config.block_size = f.block_size;
   config.kv_cache_memory = f.kv_cache_memory;
+  config.kv_cache_dtype = f.kv_cache_dtype;
   std::unique_ptr<kernels::Backend> be = *std::move(backend);
   if (wrap) be = wrap(std::move(be));
   auto engine = engine::Engine::Create(config, std::move(file), std::move(be));

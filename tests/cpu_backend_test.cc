@@ -103,6 +103,79 @@ TEST_F(CpuBackendTest, KvWrittenThroughSlotMappingIsReadBackThroughBlockTable) {
   }
 }
 
+// WriteKv rounds to f16 and bf16 exactly as quant::FloatToHalf / FloatToBf16 do (the SIMD
+// conversion of each instruction set, the scalar tail alike): ties to even, subnormals,
+// overflow, infinities and NaNs.
+TEST_F(CpuBackendTest, WriteKvRoundsF16AndBf16AsTheScalarConverters) {
+  constexpr int32_t kKvHeads = 2, kDim = 37;  // 74 values a token: vectors and a tail
+  constexpr int32_t kTokens = 96;
+  std::mt19937 rng(11);
+  std::vector<float> x;
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int32_t i = 0; i < kTokens * kKvHeads * kDim; ++i) {
+    switch (i % 6) {
+      case 0:  // any finite or not
+        x.push_back(std::bit_cast<float>(bits(rng)));
+        break;
+      case 1:  // f16 ties and near-ties: 13 low bits 0x1000 +- 1
+        x.push_back(std::bit_cast<float>((bits(rng) & ~0x1FFFu) | (0x0FFFu + (i / 6) % 3)));
+        break;
+      case 2:  // bf16 ties and near-ties
+        x.push_back(std::bit_cast<float>((bits(rng) & ~0xFFFFu) | (0x7FFFu + (i / 6) % 3)));
+        break;
+      case 3:  // f16's subnormal and overflow ranges
+        x.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), i % 48 - 28));
+        break;
+      case 4: {
+        const float special[] = {0.f,     -0.f,     INFINITY, -INFINITY, NAN,   65520.f,
+                                 65519.f, -65504.f, 5.96e-8f, 2.98e-8f,  1e-45f};
+        x.push_back(special[(i / 6) % 11]);
+        break;
+      }
+      default:
+        x.push_back(std::uniform_real_distribution<float>(-4, 4)(rng));
+    }
+  }
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    const KvCacheShape shape{.num_layers = 1,
+                             .num_blocks = kTokens / 16,
+                             .block_size = 16,
+                             .num_kv_heads = kKvHeads,
+                             .head_dim = kDim,
+                             .dtype = dtype};
+    auto buffer = *backend_->Allocate(shape.total_bytes());
+    const PagedKvCache cache{buffer.data(), shape};
+    BatchInput b;
+    b.query_start_loc = {0, kTokens};
+    b.max_blocks_per_seq = kTokens / 16;
+    for (int32_t t = 0; t < kTokens; ++t) {
+      b.token_ids.push_back(0);
+      b.positions.push_back(t);
+      b.slot_mapping.push_back(t);
+    }
+    for (int32_t blk = 0; blk < kTokens / 16; ++blk) b.block_tables.push_back(blk);
+    b.seq_lens = {kTokens};
+    b.logits_indices = {kTokens - 1};
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " " << hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      ASSERT_TRUE(backend_->PrepareBatch(b).ok());
+      backend_->WriteKv(Tensor::Make(x.data(), DType::kF32, kTokens, kKvHeads * kDim),
+                        Tensor::Make(x.data(), DType::kF32, kTokens, kKvHeads * kDim), cache, 0);
+      for (int32_t plane = 0; plane < 2; ++plane) {
+        const auto* got = static_cast<const uint16_t*>(cache.Plane(0, plane));
+        for (size_t i = 0; i < x.size(); ++i) {
+          const uint16_t want =
+              dtype == DType::kF16 ? quant::FloatToHalf(x[i]) : quant::FloatToBf16(x[i]);
+          ASSERT_EQ(got[i], want) << "value " << i << " bits " << std::hex
+                                  << std::bit_cast<uint32_t>(x[i]);
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
 // Reference attention over contiguous per-sequence K/V in double precision.
 std::vector<float> ReferenceAttention(const BatchInput& b, const std::vector<float>& q,
                                       const std::vector<std::vector<float>>& keys,

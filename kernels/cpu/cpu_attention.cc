@@ -10,9 +10,9 @@
 // each chunk one after the other, so the chunk's cached rows (all heads of a token are
 // adjacent) are read as whole contiguous runs; a head's arithmetic is the same whichever
 // item holds it (batch invariance).
-// The cache may hold f32, f16, bf16 or int8 (K and V: a step per token and head): rows of
-// the other types are widened to f32 per chunk into a small scratch tile (64 rows of K and of
-// V) as they are read, so no f32 copy of the cache exists.
+// The cache may hold f32, f16, bf16 or int8 (K and V: a step per token and head): f16 and
+// bf16 values are widened to f32 in registers as they are loaded; int8 rows are widened per
+// chunk into a small scratch tile (64 rows of K and of V), so no f32 copy of the cache exists.
 // SSSE3 adds little over SSE4 and the portable code: not built, to save compile time.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS HWY_SSSE3
@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/quant/half.h"
 #include "kernels/tensor.h"
 
 namespace pagoda::kernels::cpu {
@@ -80,6 +82,18 @@ struct Visible {
   int32_t operator()(int32_t r) const { return std::clamp(positions[r / group] + 1 - c0, 0, n); }
 };
 
+// A vector of cached values as f32: f32 rows are loaded, f16 and bf16 widened as they
+// are loaded (exactly: every such value is an f32).
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadKv(D d, const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(d, p);
+  } else {
+    const hn::Rebind<T, D> dt;
+    return hn::PromoteTo(d, hn::LoadU(dt, p));
+  }
+}
+
 // Reduces the `lanes` vectors at `part` (consecutive, aligned; overwritten) to one vector
 // whose lane j is the sum of vector j's lanes. Every sum is the same pairwise tree over its
 // vector's lanes (neighbours first), whichever lane it ends in.
@@ -107,8 +121,8 @@ hn::Vec<D> TransposeSums(D d, float* part) {
 // shape: two accumulators over head_dim (even and odd vectors), added, then the lanes
 // summed pairwise, so a query's result does not depend on how many other queries share
 // its tile (batch invariance, docs/ARCHITECTURE.md).
-template <class D>
-void Scores(D d, const TileArgs& a, const float* const* k_rows, const Visible& visible, int32_t n,
+template <class D, typename T>
+void Scores(D d, const TileArgs& a, const T* const* k_rows, const Visible& visible, int32_t n,
             int32_t rows, float* scores) {
   const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t dim = a.head_dim;
@@ -119,16 +133,16 @@ void Scores(D d, const TileArgs& a, const float* const* k_rows, const Visible& v
     const int32_t vis = visible(r);
     for (int32_t t0 = 0; t0 < vis; t0 += lanes) {
       for (int32_t j = 0; j < lanes; ++j) {
-        const float* k = k_rows[std::min(t0 + j, n - 1)];
+        const T* k = k_rows[std::min(t0 + j, n - 1)];
         auto acc0 = hn::Zero(d);
         auto acc1 = hn::Zero(d);
         int32_t e = 0;
         for (; e + 2 * lanes <= dim; e += 2 * lanes) {
-          acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
-          acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), hn::LoadU(d, k + e + lanes), acc1);
+          acc0 = hn::MulAdd(hn::LoadU(d, q + e), LoadKv(d, k + e), acc0);
+          acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), LoadKv(d, k + e + lanes), acc1);
         }
         for (; e < dim; e += lanes) {
-          acc0 = hn::MulAdd(hn::LoadU(d, q + e), hn::LoadU(d, k + e), acc0);
+          acc0 = hn::MulAdd(hn::LoadU(d, q + e), LoadKv(d, k + e), acc0);
         }
         hn::Store(hn::Add(acc0, acc1), d, part + j * lanes);
       }
@@ -141,8 +155,8 @@ void Scores(D d, const TileArgs& a, const float* const* k_rows, const Visible& v
 // p, kChunk apart; accumulators at o, dim apart) that share every V load. A row's
 // probabilities past its own visible count are zero, so its sums are those it would get
 // alone (adding +0 * v changes nothing).
-template <int R, class D>
-void AccumulateRowBlock(D d, int32_t dim, const float* const* v_rows, int32_t vis, const float* p,
+template <int R, class D, typename T>
+void AccumulateRowBlock(D d, int32_t dim, const T* const* v_rows, int32_t vis, const float* p,
                         float* o) {
   static_assert(R >= 1 && R <= 4);
   const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
@@ -159,7 +173,7 @@ void AccumulateRowBlock(D d, int32_t dim, const float* const* v_rows, int32_t vi
     auto c0 = hn::LoadU(d, o2 + e), c1 = hn::LoadU(d, o2 + e + lanes);
     auto d0 = hn::LoadU(d, o3 + e), d1 = hn::LoadU(d, o3 + e + lanes);
     for (int32_t t = 0; t < vis; ++t) {
-      const auto v0 = hn::LoadU(d, v_rows[t] + e), v1 = hn::LoadU(d, v_rows[t] + e + lanes);
+      const auto v0 = LoadKv(d, v_rows[t] + e), v1 = LoadKv(d, v_rows[t] + e + lanes);
       const auto w0 = hn::Set(d, p[t]);
       a0 = hn::MulAdd(w0, v0, a0);
       a1 = hn::MulAdd(w0, v1, a1);
@@ -189,7 +203,7 @@ void AccumulateRowBlock(D d, int32_t dim, const float* const* v_rows, int32_t vi
     auto a0 = hn::LoadU(d, o + e), b0 = hn::LoadU(d, o1 + e);
     auto c0 = hn::LoadU(d, o2 + e), d0 = hn::LoadU(d, o3 + e);
     for (int32_t t = 0; t < vis; ++t) {
-      const auto v0 = hn::LoadU(d, v_rows[t] + e);
+      const auto v0 = LoadKv(d, v_rows[t] + e);
       a0 = hn::MulAdd(hn::Set(d, p[t]), v0, a0);
       if constexpr (R > 1) b0 = hn::MulAdd(hn::Set(d, p1[t]), v0, b0);
       if constexpr (R > 2) c0 = hn::MulAdd(hn::Set(d, p2[t]), v0, c0);
@@ -203,8 +217,8 @@ void AccumulateRowBlock(D d, int32_t dim, const float* const* v_rows, int32_t vi
 }
 
 // acc_r += sum_t p[r][t] * v_rows[t] over the t < visible(r), four rows at a time.
-template <class D>
-void AccumulateValues(D d, const TileArgs& a, const float* const* v_rows, const Visible& visible,
+template <class D, typename T>
+void AccumulateValues(D d, const TileArgs& a, const T* const* v_rows, const Visible& visible,
                       int32_t rows, const float* probs, float* acc) {
   const int32_t dim = a.head_dim;
   int32_t r = 0;
@@ -270,35 +284,22 @@ void SoftmaxStep(D d, const TileArgs& a, const Visible& visible, int32_t rows, f
   }
 }
 
-// Widens the n cached vectors at `rows` (stored as a.kv_dtype; int8: codes times *scales[t])
-// into consecutive f32 rows of `dst` and points rows[t] at them.
+// Widens the n int8 vectors at `rows` (codes times *scales[t]) into consecutive f32 rows of
+// `dst` and points rows[t] at them.
 template <class D>
-void WidenRows(D d, const TileArgs& a, const float** rows, const float* const* scales, int32_t n,
-               float* dst) {
+void WidenInt8Rows(D d, const TileArgs& a, const float** rows, const float* const* scales,
+                   int32_t n, float* dst) {
   const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t dim = a.head_dim;
+  const hn::Rebind<int8_t, D> d8;
+  const hn::Rebind<int32_t, D> di;
   for (int32_t t = 0; t < n; ++t) {
-    const char* src = reinterpret_cast<const char*>(rows[t]);
+    const auto* q = reinterpret_cast<const int8_t*>(rows[t]);
     float* out = dst + int64_t{t} * dim;
-    if (a.kv_dtype == DType::kF16) {
-      const hn::Rebind<hwy::float16_t, D> dh;
-      const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-      for (int32_t e = 0; e < dim; e += lanes)
-        hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, h + e)), d, out + e);
-    } else if (a.kv_dtype == DType::kBF16) {
-      const hn::Rebind<hwy::bfloat16_t, D> db;
-      const auto* b = reinterpret_cast<const hwy::bfloat16_t*>(src);
-      for (int32_t e = 0; e < dim; e += lanes)
-        hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, b + e)), d, out + e);
-    } else {  // kI8
-      const hn::Rebind<int8_t, D> d8;
-      const hn::Rebind<int32_t, D> di;
-      const auto scale = hn::Set(d, *scales[t]);
-      const auto* q = reinterpret_cast<const int8_t*>(src);
-      for (int32_t e = 0; e < dim; e += lanes) {
-        const auto x = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + e)));
-        hn::StoreU(hn::Mul(x, scale), d, out + e);
-      }
+    const auto scale = hn::Set(d, *scales[t]);
+    for (int32_t e = 0; e < dim; e += lanes) {
+      const auto x = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + e)));
+      hn::StoreU(hn::Mul(x, scale), d, out + e);
     }
     rows[t] = out;
   }
@@ -312,7 +313,8 @@ struct HeadState {
   float* l;
 };
 
-template <class D>
+// T: the cache's element type (float for f32 and for int8, which is widened per chunk).
+template <class D, typename T>
 void AttendTileWith(D d, const TileArgs& a) {
   const int32_t rows = a.num_queries * a.group;
   const int32_t dim = a.head_dim;
@@ -335,13 +337,12 @@ void AttendTileWith(D d, const TileArgs& a) {
   const char* v_rows[kChunk];
   const float* k_scale[kChunk];
   const float* v_scale[kChunk];
-  const float* k_head_rows[kChunk];  // ... at the head being computed (or its widened copy)
-  const float* v_head_rows[kChunk];
+  const T* k_head_rows[kChunk];  // ... at the head being computed (int8: its widened copy)
+  const T* v_head_rows[kChunk];
   const float* k_head_scale[kChunk];
   const float* v_head_scale[kChunk];
-  float* k_wide = wide;  // widened rows when the cache is not f32
+  float* k_wide = wide;  // widened rows of an int8 cache
   float* v_wide = k_wide + int64_t{kChunk} * dim;
-  const bool widen = a.kv_dtype != DType::kF32;
   const int32_t head_bytes = dim * static_cast<int32_t>(DTypeSize(a.kv_dtype));
   const int32_t item_bytes = head_bytes * a.kv_heads;  // the item's part of a cached token
   const auto prefetch = [&](const char* row) {
@@ -368,16 +369,16 @@ void AttendTileWith(D d, const TileArgs& a) {
     const Visible visible{a.positions, a.group, c0, n};
     for (int32_t h = 0; h < a.kv_heads; ++h) {
       for (int32_t t = 0; t < n; ++t) {
-        k_head_rows[t] = reinterpret_cast<const float*>(k_rows[t] + h * head_bytes);
-        v_head_rows[t] = reinterpret_cast<const float*>(v_rows[t] + h * head_bytes);
+        k_head_rows[t] = reinterpret_cast<const T*>(k_rows[t] + h * head_bytes);
+        v_head_rows[t] = reinterpret_cast<const T*>(v_rows[t] + h * head_bytes);
       }
-      if (widen) {
-        if (a.k_scales != nullptr) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (a.kv_dtype == DType::kI8) {
           for (int32_t t = 0; t < n; ++t) k_head_scale[t] = k_scale[t] + h;
           for (int32_t t = 0; t < n; ++t) v_head_scale[t] = v_scale[t] + h;
+          WidenInt8Rows(d, a, k_head_rows, k_head_scale, n, k_wide);
+          WidenInt8Rows(d, a, v_head_rows, v_head_scale, n, v_wide);
         }
-        WidenRows(d, a, k_head_rows, k_head_scale, n, k_wide);
-        WidenRows(d, a, v_head_rows, v_head_scale, n, v_wide);
       }
       TileArgs ah = a;
       ah.q = a.q + int64_t{h} * a.group * dim;
@@ -399,15 +400,67 @@ void AttendTileWith(D d, const TileArgs& a) {
   }
 }
 
+// dst[0, n) = src[0, n) as f16 (kHalf) or bf16, rounded to nearest even as quant::FloatToHalf
+// and quant::FloatToBf16 round (overflow to inf; a NaN stays NaN, bf16's quiet).
+template <bool kHalf>
+void NarrowRowWith(const float* src, int64_t n, uint16_t* dst) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(df, src + i);
+    if constexpr (kHalf) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+      // F16C's conversion (round to nearest even); other targets' emulation may not round.
+      const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(dst + i));
+#else
+      break;
+#endif
+    } else {
+      const auto x = hn::BitCast(du, v);
+      const auto one = hn::Set(du, 1u);
+      const auto rounded = hn::ShiftRight<16>(
+          hn::Add(hn::Add(x, hn::Set(du, 0x7FFFu)), hn::And(hn::ShiftRight<16>(x), one)));
+      const auto nan = hn::Gt(hn::And(x, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
+      const auto quiet = hn::Or(hn::ShiftRight<16>(x), hn::Set(du, 0x40u));
+      // Every lane is at most 0xFFFF: as int32 it demotes to uint16 unchanged.
+      const hn::RebindToSigned<decltype(df)> di;
+      hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, hn::IfThenElse(nan, quiet, rounded))), du16,
+                 dst + i);
+    }
+  }
+  for (; i < n; ++i) dst[i] = kHalf ? quant::FloatToHalf(src[i]) : quant::FloatToBf16(src[i]);
+}
+
+void NarrowRow(const float* src, int64_t n, bool half, uint16_t* dst) {
+  if (half) return NarrowRowWith<true>(src, n, dst);
+  NarrowRowWith<false>(src, n, dst);
+}
+
+template <class D>
+void AttendTileOfType(D d, const TileArgs& a) {
+  switch (a.kv_dtype) {
+    case DType::kF16:
+      return AttendTileWith<D, hwy::float16_t>(d, a);
+    case DType::kBF16:
+      return AttendTileWith<D, hwy::bfloat16_t>(d, a);
+    default:  // f32, int8
+      return AttendTileWith<D, float>(d, a);
+  }
+}
+
 // Picks the widest vector that divides head_dim.
 void AttendTile(const TileArgs& a) {
   const hn::ScalableTag<float> full;
-  if (a.head_dim % hn::Lanes(full) == 0) return AttendTileWith(full, a);
+  if (a.head_dim % hn::Lanes(full) == 0) return AttendTileOfType(full, a);
   const hn::CappedTag<float, 8> d8;
-  if (a.head_dim % hn::Lanes(d8) == 0) return AttendTileWith(d8, a);
+  if (a.head_dim % hn::Lanes(d8) == 0) return AttendTileOfType(d8, a);
   const hn::CappedTag<float, 4> d4;
-  if (a.head_dim % hn::Lanes(d4) == 0) return AttendTileWith(d4, a);
-  AttendTileWith(hn::CappedTag<float, 1>(), a);
+  if (a.head_dim % hn::Lanes(d4) == 0) return AttendTileOfType(d4, a);
+  AttendTileOfType(hn::CappedTag<float, 1>(), a);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -427,6 +480,7 @@ HWY_AFTER_NAMESPACE();
 namespace pagoda::kernels::cpu {
 
 HWY_EXPORT(AttendTile);
+HWY_EXPORT(NarrowRow);
 
 namespace {
 
@@ -493,20 +547,12 @@ namespace {
 // Stores one token's vectors (all KV heads, f32) at `dst` in the cache's type (not kI8).
 void StoreRow(const float* src, const KvCacheShape& shape, char* dst) {
   const int64_t width = shape.token_elems();
-  switch (shape.dtype) {
-    case DType::kF16: {
-      auto* h = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t e = 0; e < width; ++e) h[e] = quant::FloatToHalf(src[e]);
-      return;
-    }
-    case DType::kBF16: {
-      auto* b = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t e = 0; e < width; ++e) b[e] = quant::FloatToBf16(src[e]);
-      return;
-    }
-    default:
-      std::memcpy(dst, src, static_cast<size_t>(width) * sizeof(float));
+  if (shape.dtype == DType::kF16 || shape.dtype == DType::kBF16) {
+    HWY_DYNAMIC_DISPATCH(NarrowRow)
+    (src, width, shape.dtype == DType::kF16, reinterpret_cast<uint16_t*>(dst));
+    return;
   }
+  std::memcpy(dst, src, static_cast<size_t>(width) * sizeof(float));
 }
 
 }  // namespace
