@@ -58,14 +58,18 @@ struct Operands {
   size_t act_row = 0;
   std::vector<float> scales;  // Q8_0 activations: every block's scale widened
   int64_t scale_row = 0;
+  std::vector<float> block_d;  // Q8_K activations: block scales side by side
 
+  // With `wide`, the caller's side data of the activation type (Q8_0 or Q8_K).
   quant::ActRows Rows(int rows, bool wide) const {
     return {.data = act.data(),
             .stride = act_row,
             .rows = rows,
-            .scales = wide ? scales.data() : nullptr,
-            .scale_stride = static_cast<size_t>(scale_row)};
+            .scales = wide && !scales.empty() ? scales.data() : nullptr,
+            .scale_stride = static_cast<size_t>(scale_row),
+            .block_d = wide && !block_d.empty() ? block_d.data() : nullptr};
   }
+  bool has_side_data() const { return !block_d.empty(); }
 };
 
 Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
@@ -87,6 +91,10 @@ Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
       quant::WidenScales(o.act.data() + r * o.act_row, k, o.scales.data() + r * o.scale_row);
     }
   }
+  if (act == DType::kQ8_K || act == DType::kQ8_0) {
+    o.block_d.resize(k / DTypeBlockElems(act) * quant::kVecDotRows);
+    quant::TransposeBlockScales(act, o.act.data(), o.act_row, rows, k, o.block_d.data());
+  }
   return o;
 }
 
@@ -101,10 +109,10 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
       for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
         for (int kind = 0; kind < 4; ++kind) {
           const bool extreme = kind % 2 == 1;
-          const bool wide = kind >= 2;  // Q8_0 activations' scales widened
+          const bool wide = kind >= 2;  // the activations' side data (ActRows)
           const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
           const Operands o = Make(type, k, rows, seed, extreme);
-          if (wide && o.scales.empty()) continue;
+          if (wide && !o.has_side_data()) continue;
           std::vector<float> got(2 * rows, -1.f);  // out_stride 2: odd slots stay untouched
           ASSERT_TRUE(kernel(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 2));
           for (int r = 0; r < rows; ++r) {
@@ -122,7 +130,10 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
     }
   }
   int wide_types = 0;
-  for (DType type : types) wide_types += quant::VecDotType(type) == DType::kQ8_0;
+  for (DType type : types) {
+    const DType act = quant::VecDotType(type);
+    wide_types += act == DType::kQ8_0 || act == DType::kQ8_K;
+  }
   constexpr int kRowsChecked = quant::kVecDotRows * (quant::kVecDotRows + 1) / 2;
   EXPECT_EQ(checked, (static_cast<int>(types.size()) + wide_types) * 5 * kRowsChecked * 2);
   // The types the kernels leave to VecDot: nothing written.
@@ -149,7 +160,7 @@ TEST(VecDotRows, EveryTypeEqualsVecDot) {
     for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
       const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false);
       for (bool wide : {false, true}) {
-        if (wide && o.scales.empty()) continue;
+        if (wide && !o.has_side_data()) continue;
         std::vector<float> got(rows);
         quant::VecDotRows(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 1);
         for (int r = 0; r < rows; ++r) {

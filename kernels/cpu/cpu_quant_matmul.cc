@@ -20,19 +20,36 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   const int64_t n = x.rows, m = w.rows, k = x.cols;
   const DType act_type = quant::VecDotType(w.dtype);
   const size_t act_row = DTypeRowBytes(act_type, k);
-  // Q8_0 activations also keep their block scales as floats, after the rows.
+  // Q8_0 activations also keep their block scales as floats, after the rows (for the AVX2
+  // kernels); Q8_0 and Q8_K ones their block scales per group of kVecDotRows rows side by
+  // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
+  const bool side_by_side = act_type == DType::kQ8_K || act_type == DType::kQ8_0;
+  const int64_t groups = (n + quant::kVecDotRows - 1) / quant::kVecDotRows;
   const int64_t scale_row = wide ? k / 32 : 0;
+  const int64_t group_d = side_by_side ? k / DTypeBlockElems(act_type) * quant::kVecDotRows : 0;
   const size_t acts_bytes = (act_row * static_cast<size_t>(n) + 63) & ~size_t{63};
-  const size_t bytes = acts_bytes + sizeof(float) * static_cast<size_t>(scale_row * n);
+  const size_t bytes =
+      acts_bytes + sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups);
   if (scratch->size() < bytes) scratch->resize(bytes);
   uint8_t* acts = scratch->data();
   float* scales = wide ? reinterpret_cast<float*>(acts + acts_bytes) : nullptr;
+  float* block_d =
+      side_by_side ? reinterpret_cast<float*>(acts + acts_bytes) + scale_row * n : nullptr;
   const bool parallel = n * m * k >= kMinParallelMacs && pool->num_threads() > 1;
   auto quantize_rows = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       quant::QuantizeActivations(act_type, x.row<const float>(r), acts + r * act_row, k);
       if (wide) quant::WidenScales(acts + r * act_row, k, scales + r * scale_row);
+    }
+  };
+  // After quantize_rows: each group's block scales, from the rows it holds.
+  auto transpose_groups = [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end && side_by_side; ++g) {
+      const int64_t r = g * quant::kVecDotRows;
+      quant::TransposeBlockScales(act_type, acts + r * act_row, act_row,
+                                  static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r)), k,
+                                  block_d + g * group_d);
     }
   };
   // A work item's weight rows (kColumnGrain of them: 7 KB of Q4_K at K = 768, 18 KB at
@@ -41,11 +58,13 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   auto columns = [&](int64_t m0, int64_t m1) {
     for (int64_t r = 0; r < n; r += quant::kVecDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r));
-      const quant::ActRows act{.data = acts + r * act_row,
-                               .stride = act_row,
-                               .rows = rows,
-                               .scales = wide ? scales + r * scale_row : nullptr,
-                               .scale_stride = static_cast<size_t>(scale_row)};
+      const quant::ActRows act{
+          .data = acts + r * act_row,
+          .stride = act_row,
+          .rows = rows,
+          .scales = wide ? scales + r * scale_row : nullptr,
+          .scale_stride = static_cast<size_t>(scale_row),
+          .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr};
       float* out_row = out.row<float>(r);
       for (int64_t c = m0; c < m1; ++c) {
         quant::VecDotRows(w.dtype, k, w.row_bytes(c), act, out_row + c, out.stride);
@@ -54,10 +73,12 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   };
   if (!parallel) {
     quantize_rows(0, n);
+    transpose_groups(0, groups);
     columns(0, m);
     return;
   }
   pool->ParallelFor(n, 1, quantize_rows);
+  transpose_groups(0, groups);
   const int64_t chunks = (m + kColumnGrain - 1) / kColumnGrain;
   pool->ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
     columns(begin * kColumnGrain, std::min(m, end * kColumnGrain));

@@ -370,6 +370,22 @@ void WidenScales(const void* q8_0_row, int64_t n, float* scales) {
   for (int64_t i = 0; i < n / 32; ++i) scales[i] = H(blocks[i].d);
 }
 
+void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
+                          float* block_d) {
+  const auto* base = static_cast<const uint8_t*>(rows_data);
+  const bool k_quant = type == DType::kQ8_K;
+  for (int64_t i = 0; i < n / (k_quant ? kQkK : 32); ++i) {
+    for (int r = 0; r < kVecDotRows; ++r) {
+      float d = 0.f;
+      if (r < rows) {
+        d = k_quant ? As<BlockQ8_K>(base + r * stride)[i].d
+                    : H(As<BlockQ8_0>(base + r * stride)[i].d);
+      }
+      block_d[kVecDotRows * i + r] = d;
+    }
+  }
+}
+
 float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
   switch (weight_type) {

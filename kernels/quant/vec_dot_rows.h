@@ -20,13 +20,23 @@ inline constexpr int kVecDotRows = 8;
 // `scale_stride` floats apart from row to row: the Q8_0 and Q4_0 kernels then read those
 // instead of converting every block's fp16 scale once per weight row (the same floats, so
 // the same bits).
+// `block_d` may hold every block's scale of the rows side by side (Q8_K: its d; Q8_0: its
+// fp16 d widened): block i's at block_d + kVecDotRows * i, row r's in lane r (lanes past
+// `rows` 0), so the AVX-512 kernels load them as one vector instead of gathering them per
+// weight row (the AVX2 ones read `scales`).
 struct ActRows {
   const void* data = nullptr;
   size_t stride = 0;
   int rows = 0;
   const float* scales = nullptr;
   size_t scale_stride = 0;
+  const float* block_d = nullptr;
 };
+
+// The layout ActRows::block_d describes, for rows [0, rows) of Q8_0 or Q8_K activations
+// (`type`) of width n, `stride` bytes apart: n / block * kVecDotRows floats at `block_d`.
+void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
+                          float* block_d);
 
 // out[r * out_stride] = VecDot(weight_type, n, w, row r of act) for r in [0, act.rows),
 // 1 <= act.rows <= kVecDotRows.

@@ -73,13 +73,37 @@ inline __m512i ScaledPairs(__m512i scales, __m512i u, __m512i s) {
   return _mm512_madd_epi16(scales, _mm512_maddubs_epi16(u, s));
 }
 
+// The activation rows' block-i scales (Q8_K's d) side by side, lane r for row r (rows past
+// R: 0): ActRows::block_d's when the caller laid them out, else gathered here.
+template <int R>
+inline __m256 RowScales(const uint8_t* act, size_t stride, const float* block_d, int64_t i) {
+  if (block_d != nullptr) return _mm256_loadu_ps(block_d + kVecDotRows * i);
+  alignas(32) float d[8] = {};
+  for (int r = 0; r < R; ++r) d[r] = As<BlockQ8_K>(act + r * stride)[i].d;
+  return _mm256_load_ps(d);
+}
+
+// Permutations putting lane 2p of a register in its low 256 bits, lane 2p + 1 in the high.
+struct PairLanes {
+  __m512i idx[4];
+  PairLanes() {
+    for (int p = 0; p < 4; ++p) {
+      idx[p] = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_set1_epi32(2 * p)),
+                                  _mm256_set1_epi32(2 * p + 1), 1);
+    }
+  }
+  // Scales(v[2p], v[2p + 1]) for v in the low 256 bits.
+  __m512 operator()(__m512 v, int p) const { return _mm512_permutexvar_ps(idx[p], v); }
+};
+
 // Q8_0 (kNibbles false) and Q4_0 weights. AVX-512 has no VPSIGNB: negating the activation
 // bytes where the weight byte is negative gives the same products with |q| (where q is 0
 // the product is 0 either way).
-// With kWide the activation scales come widened (ActRows::scales, `ss` floats per row).
+// With kWide the activation scales come widened, side by side (ActRows::block_d).
 template <int P, bool kNibbles, bool kWide, typename Block>
-void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* scales, size_t ss,
-               int64_t nb, float* out, int64_t os) {
+void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* block_d, int64_t nb,
+               float* out, int64_t os) {
+  const PairLanes pair_lanes;
   __m512 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi16(1);
@@ -94,6 +118,12 @@ void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* s
     const __m512i abs_q = _mm512_abs_epi8(q2);
     const __mmask64 negative = _mm512_movepi8_mask(q2);
     const float xd = H(x[i].d);
+    __m512 dx = _mm512_setzero_ps();
+    if constexpr (kWide) {
+      // xd * each row's scale: the products xd * H(d) of the other path.
+      dx = _mm512_castps256_ps512(
+          _mm256_mul_ps(_mm256_loadu_ps(block_d + kVecDotRows * i), _mm256_set1_ps(xd)));
+    }
     for (int p = 0; p < P; ++p) {
       const BlockQ8_0& ya = As<BlockQ8_0>(act + 2 * p * stride)[i];
       const BlockQ8_0& yb = As<BlockQ8_0>(act + (2 * p + 1) * stride)[i];
@@ -102,9 +132,7 @@ void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* s
       const __m512i sums = _mm512_madd_epi16(_mm512_maddubs_epi16(abs_q, signed_y), ones);
       __m512 both;
       if constexpr (kWide) {
-        // xd * the row's scale, lane by lane: the products H(d) * xd of the other path.
-        both = _mm512_mul_ps(Scales(scales[2 * p * ss + i], scales[(2 * p + 1) * ss + i]),
-                             _mm512_set1_ps(xd));
+        both = pair_lanes(dx, p);
       } else {
         both = Scales(xd * H(ya.d), xd * H(yb.d));
       }
@@ -120,8 +148,9 @@ void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* s
 // the end of the block, are the AVX2 kernel's lanes (lane l of sub-block pairs plus lane l
 // of the other), so the float work after them is RowsQxK's and the bits are the same.
 template <int R, bool kFifth, typename Block>
-void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t nb, float* out,
-                      int64_t os) {
+void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, const float* block_d,
+                      int64_t nb, float* out, int64_t os) {
+  const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i one = _mm512_set1_epi8(1);
   // Word 2j of the scales in the low 256 bits, word 2j + 1 in the high ones.
@@ -162,14 +191,18 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t
       }
     }
     const float xd = H(x[i].d), xdmin = H(x[i].dmin);
+    // Every row's a.d * xd and -a.d * xdmin (the same products as one row's).
+    const __m256 ad = RowScales<R>(act, stride, block_d, i);
+    const __m512 dx = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(xd)));
+    const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(-xdmin)));
     for (int p = 0; p < P; ++p) {
       const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
       const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
       // Each row's eight lanes: its low 256 bits plus its high ones.
       const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
       const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
-      acc[p] = _mm512_fmadd_ps(Scales(a.d * xd, b.d * xd),
-                               _mm512_cvtepi32_ps(_mm512_add_epi32(lows, highs)), acc[p]);
+      acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p), _mm512_cvtepi32_ps(_mm512_add_epi32(lows, highs)),
+                               acc[p]);
       if constexpr (kFifth) {
         for (int h = 0; h < 2; ++h) {
           const BlockQ8_K& y = h == 0 ? a : b;
@@ -182,8 +215,7 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t
         // MinProducts4 of both rows: lane 2k of a row's half is its lane k.
         const __m512i m = _mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(sm.mins16));
         const __m512i prod = _mm512_add_epi32(m, _mm512_srli_epi64(m, 32));
-        acc_m[p] =
-            _mm512_fmadd_ps(Scales(-a.d * xdmin, -b.d * xdmin), _mm512_cvtepi32_ps(prod), acc_m[p]);
+        acc_m[p] = _mm512_fmadd_ps(pair_lanes(dm, p), _mm512_cvtepi32_ps(prod), acc_m[p]);
       }
     }
     if constexpr (R % 2 == 1) {
@@ -227,8 +259,9 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, int64_t
 // chunks k and k + 1 of a half (contiguous activation bytes); the halves' int32 lanes, added
 // at the end of the block, are RowsQ6_K's lanes, and the float work after them is its own.
 template <int R>
-void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64_t nb, float* out,
-                    int64_t os) {
+void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, const float* block_d,
+                    int64_t nb, float* out, int64_t os) {
+  const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i three = _mm512_set1_epi8(3);
   // Pair p of the block (half p / 2, chunks 2 (p % 2) and 2 (p % 2) + 1) scales its 128-bit
@@ -271,6 +304,8 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
       }
     }
     const float xd = H(x[i].d);
+    const __m512 dx = _mm512_castps256_ps512(
+        _mm256_mul_ps(RowScales<R>(act, stride, block_d, i), _mm256_set1_ps(xd)));
     for (int p = 0; p < R / 2; ++p) {
       const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
       const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
@@ -280,7 +315,7 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
       const __m512i low_bias =
           _mm512_slli_epi32(_mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(scales16)), 5);
       const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(lows, highs), low_bias);
-      acc[p] = _mm512_fmadd_ps(Scales(a.d * xd, b.d * xd), _mm512_cvtepi32_ps(sums), acc[p]);
+      acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p), _mm512_cvtepi32_ps(sums), acc[p]);
     }
     if constexpr (R % 2 == 1) {
       const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
@@ -299,27 +334,29 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, int64
   }
 }
 
-void ChunkPairsQ6_K(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
-                    float* out, int64_t os) {
+void ChunkPairsQ6_K(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
   const BlockQ6_K* x = As<BlockQ6_K>(w);
-  WithRows(rows, [&]<int R>() { ChunkPairsQ6_K<R>(x, act, stride, nb, out, os); });
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  WithRows(act.rows,
+           [&]<int R>() { ChunkPairsQ6_K<R>(x, a, act.stride, act.block_d, nb, out, os); });
 }
 
 template <bool kFifth, typename Block>
-void SubBlockPairsQxK(const void* w, const uint8_t* act, size_t stride, int rows, int64_t nb,
-                      float* out, int64_t os) {
+void SubBlockPairsQxK(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
   const Block* x = As<Block>(w);
-  WithRows(rows, [&]<int R>() { SubBlockPairsQxK<R, kFifth>(x, act, stride, nb, out, os); });
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  WithRows(act.rows, [&]<int R>() {
+    SubBlockPairsQxK<R, kFifth>(x, a, act.stride, act.block_d, nb, out, os);
+  });
 }
 
 template <int P, bool kNibbles, typename Block>
 void PairsQx_0(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
   const auto* a = static_cast<const uint8_t*>(act.data);
-  if (act.scales != nullptr) {
-    PairsQx_0<P, kNibbles, true>(As<Block>(w), a, act.stride, act.scales, act.scale_stride, nb, out,
-                                 os);
+  if (act.block_d != nullptr) {
+    PairsQx_0<P, kNibbles, true>(As<Block>(w), a, act.stride, act.block_d, nb, out, os);
   } else {
-    PairsQx_0<P, kNibbles, false>(As<Block>(w), a, act.stride, nullptr, 0, nb, out, os);
+    PairsQx_0<P, kNibbles, false>(As<Block>(w), a, act.stride, nullptr, nb, out, os);
   }
 }
 
@@ -353,15 +390,15 @@ bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows
   const int64_t nb = n / DTypeBlockElems(weight_type);
   const auto* a = static_cast<const uint8_t*>(act.data);
   if (weight_type == DType::kQ4_K) {
-    SubBlockPairsQxK<false, BlockQ4_K>(w, a, act.stride, rows, nb, out, out_stride);
+    SubBlockPairsQxK<false, BlockQ4_K>(w, act, nb, out, out_stride);
     return true;
   }
   if (weight_type == DType::kQ5_K) {
-    SubBlockPairsQxK<true, BlockQ5_K>(w, a, act.stride, rows, nb, out, out_stride);
+    SubBlockPairsQxK<true, BlockQ5_K>(w, act, nb, out, out_stride);
     return true;
   }
   if (weight_type == DType::kQ6_K) {
-    ChunkPairsQ6_K(w, a, act.stride, rows, nb, out, out_stride);
+    ChunkPairsQ6_K(w, act, nb, out, out_stride);
     return true;
   }
   bool covered = true;
