@@ -154,6 +154,12 @@ TEST(VecDotRows, Avx512KernelsEqualPortableBitForBit) {
               {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K});
 }
 
+TEST(VecDotRows, Avx512VnniKernelsEqualPortableBitForBit) {
+  if (!quant::CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  CheckKernel(&quant::VecDotRowsAvx512Vnni,
+              {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K});
+}
+
 TEST(VecDotRows, EveryTypeEqualsVecDot) {
   for (DType type : kAllTypes) {
     const int64_t k = 512;

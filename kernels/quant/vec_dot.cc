@@ -356,8 +356,10 @@ float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
 
 void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
                 int64_t out_stride) {
+  static const bool vnni = CpuHasAvx512Vnni();
   static const bool avx512 = CpuHasAvx512Rows();
-  if (avx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
+  if (vnni && VecDotRowsAvx512Vnni(weight_type, n, w, act, out, out_stride)) return;
+  if (!vnni && avx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
   if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, out, out_stride)) return;
   const auto* a = static_cast<const uint8_t*>(act.data);
   for (int r = 0; r < act.rows; ++r) {

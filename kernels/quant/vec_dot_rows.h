@@ -60,5 +60,11 @@ bool CpuHasAvx512Rows();
 // Precondition: CpuHasAvx512Rows().
 bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
                       int64_t out_stride);
+// True when the CPU also runs AVX-512 VNNI (checked once).
+bool CpuHasAvx512Vnni();
+// VecDotRowsAvx512's kernels with VPDPWSSD / VPDPBUSD (the same integers, the same bits).
+// Precondition: CpuHasAvx512Vnni().
+bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const void* w, const ActRows& act,
+                          float* out, int64_t out_stride);
 
 }  // namespace pagoda::kernels::quant

@@ -1,0 +1,27 @@
+// AVX-512 VNNI kernels of VecDotRows (vec_dot_rows_avx512_impl.h with VPDPWSSD and
+// VPDPBUSD), reached only after CpuHasAvx512Vnni().
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+// GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*() (both
+// warnings).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include "kernels/quant/vec_dot_rows.h"
+#define PAGODA_VEC_DOT_ROWS_VNNI 1
+#include "kernels/quant/vec_dot_rows_avx512_impl.h"
+
+namespace pagoda::kernels::quant {
+
+bool CpuHasAvx512Vnni() {
+  static const bool has = CpuHasAvx512Rows() && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const void* w, const ActRows& act,
+                          float* out, int64_t out_stride) {
+  return RowsAvx512(weight_type, n, w, act, out, out_stride);
+}
+
+}  // namespace pagoda::kernels::quant
