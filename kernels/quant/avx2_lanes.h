@@ -57,6 +57,16 @@ inline __m256i FifthBits(const uint8_t* qh_bytes) {
 
 inline __m256i Load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// A Q4_0 (kNibbles) or Q8_0 weight block's 32 signed quants, in element order.
+template <bool kNibbles, typename Block>
+inline __m256i SignedQuants(const Block& b) {
+  if constexpr (kNibbles) {
+    return _mm256_sub_epi8(Nibbles(b.qs), _mm256_set1_epi8(8));
+  } else {
+    return Load32(b.qs);
+  }
+}
+
 // Scales (16-bit lanes 0..7 = lo, 8..15 = hi) times the pair sums of u * s.
 inline __m256i ScaledChunk(__m256i u, __m256i s, int lo, int hi) {
   const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)),

@@ -21,7 +21,7 @@ namespace {
 float DotQ4_0(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = _mm256_sub_epi8(Nibbles(x[i].qs), _mm256_set1_epi8(8));
+    const __m256i q = SignedQuants<true>(x[i]);
     const __m256 s = _mm256_cvtepi32_ps(LaneSumsSigned(q, Load32(y[i].qs)));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(H(x[i].d) * H(y[i].d)), s, acc);
   }

@@ -35,12 +35,7 @@ void RowsQx_0(const Block* x, RowsOf<BlockQ8_0> y, const float* scales, size_t s
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    __m256i q;
-    if constexpr (kNibbles) {
-      q = _mm256_sub_epi8(Nibbles(x[i].qs), _mm256_set1_epi8(8));
-    } else {
-      q = Load32(x[i].qs);
-    }
+    const __m256i q = SignedQuants<kNibbles>(x[i]);
     // LaneSumsSigned(q, y) with |q| computed once for all rows.
     const __m256i abs_q = _mm256_sign_epi8(q, q);
     const float xd = H(x[i].d);

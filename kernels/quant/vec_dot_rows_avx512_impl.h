@@ -122,12 +122,7 @@ void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* b
   __m512 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    __m256i q;
-    if constexpr (kNibbles) {
-      q = _mm256_sub_epi8(Nibbles(x[i].qs), _mm256_set1_epi8(8));
-    } else {
-      q = Load32(x[i].qs);
-    }
+    const __m256i q = SignedQuants<kNibbles>(x[i]);
     const __m512i q2 = Both(q);
     const __m512i abs_q = _mm512_abs_epi8(q2);
     const __mmask64 negative = _mm512_movepi8_mask(q2);
