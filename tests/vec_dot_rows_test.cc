@@ -51,9 +51,11 @@ std::vector<float> RandomRows(int64_t rows, int64_t k, uint32_t seed, bool extre
   return v;
 }
 
-// Quantized weight row and `rows` activation rows of VecDotType(type).
+// `cols` quantized weight rows and `rows` activation rows of VecDotType(type).
 struct Operands {
   std::vector<uint8_t> w;
+  size_t w_row = 0;
+  int64_t cols = 1;
   std::vector<uint8_t> act;
   size_t act_row = 0;
   std::vector<float> scales;  // Q8_0 activations: every block's scale widened
@@ -70,13 +72,20 @@ struct Operands {
             .block_d = wide && !block_d.empty() ? block_d.data() : nullptr};
   }
   bool has_side_data() const { return !block_d.empty(); }
+  quant::WeightRows Weights() const { return {.data = w.data(), .stride = w_row, .rows = cols}; }
+  const uint8_t* weight(int64_t c) const { return w.data() + c * w_row; }
+  const uint8_t* act_row_data(int r) const { return act.data() + r * act_row; }
 };
 
-Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
+Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme, int64_t cols = 1) {
   Operands o;
-  const std::vector<float> wf = RandomRows(1, k, seed, extreme);
-  o.w.resize(DTypeRowBytes(type, k));
-  quant::QuantizeRow(type, wf.data(), o.w.data(), k);
+  o.cols = cols;
+  o.w_row = DTypeRowBytes(type, k);
+  const std::vector<float> wf = RandomRows(cols, k, seed, extreme);
+  o.w.resize(o.w_row * cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    quant::QuantizeRow(type, wf.data() + c * k, o.w.data() + c * o.w_row, k);
+  }
   const DType act = quant::VecDotType(type);
   o.act_row = DTypeRowBytes(act, k);
   o.act.resize(o.act_row * rows);
@@ -98,10 +107,11 @@ Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme) {
   return o;
 }
 
-using RowsKernel = bool (*)(DType, int64_t, const void*, const quant::ActRows&, float*, int64_t);
+using RowsKernel = bool (*)(DType, int64_t, const quant::WeightRows&, const quant::ActRows&, float*,
+                            int64_t);
 
-// `kernel` equals VecDotPortable bit for bit for every covered type, K, row count and input
-// kind, writing only its outputs' slots.
+// `kernel` equals VecDotPortable bit for bit for every covered type, K, activation row count,
+// weight row count (1 to 3) and input kind, writing only its outputs' slots.
 void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
   int checked = 0;
   for (DType type : types) {
@@ -111,18 +121,22 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
           const bool extreme = kind % 2 == 1;
           const bool wide = kind >= 2;  // the activations' side data (ActRows)
           const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
-          const Operands o = Make(type, k, rows, seed, extreme);
+          const int64_t cols = 1 + (rows + kind) % 3;
+          const Operands o = Make(type, k, rows, seed, extreme, cols);
           if (wide && !o.has_side_data()) continue;
-          std::vector<float> got(2 * rows, -1.f);  // out_stride 2: odd slots stay untouched
-          ASSERT_TRUE(kernel(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 2));
+          // out_stride cols + 1: each row's last slot stays untouched.
+          const int64_t os = cols + 1;
+          std::vector<float> got(os * rows, -1.f);
+          ASSERT_TRUE(kernel(type, k, o.Weights(), o.Rows(rows, wide), got.data(), os));
           for (int r = 0; r < rows; ++r) {
-            const float want =
-                quant::VecDotPortable(type, k, o.w.data(), o.act.data() + r * o.act_row);
-            EXPECT_EQ(Bits(got[2 * r]), Bits(want))
-                << DTypeName(type) << " k=" << k << " rows=" << rows << " row " << r
-                << (extreme ? " extreme" : "") << (wide ? " wide" : "") << ": " << got[2 * r]
-                << " vs " << want;
-            EXPECT_EQ(got[2 * r + 1], -1.f);
+            for (int64_t c = 0; c < cols; ++c) {
+              const float want = quant::VecDotPortable(type, k, o.weight(c), o.act_row_data(r));
+              EXPECT_EQ(Bits(got[r * os + c]), Bits(want))
+                  << DTypeName(type) << " k=" << k << " rows=" << rows << " row " << r
+                  << " weight row " << c << (extreme ? " extreme" : "") << (wide ? " wide" : "")
+                  << ": " << got[r * os + c] << " vs " << want;
+            }
+            EXPECT_EQ(got[r * os + cols], -1.f);
             ++checked;
           }
         }
@@ -139,7 +153,7 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
   // The types the kernels leave to VecDot: nothing written.
   const Operands o = Make(DType::kQ4_1, 256, 1, 1, false);
   float out = -1.f;
-  EXPECT_FALSE(kernel(DType::kQ4_1, 256, o.w.data(), o.Rows(1, false), &out, 1));
+  EXPECT_FALSE(kernel(DType::kQ4_1, 256, o.Weights(), o.Rows(1, false), &out, 1));
   EXPECT_EQ(out, -1.f);
 }
 
@@ -164,15 +178,19 @@ TEST(VecDotRows, EveryTypeEqualsVecDot) {
   for (DType type : kAllTypes) {
     const int64_t k = 512;
     for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
-      const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false);
+      const int64_t cols = 1 + rows % 2;
+      const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false, cols);
       for (bool wide : {false, true}) {
         if (wide && !o.has_side_data()) continue;
-        std::vector<float> got(rows);
-        quant::VecDotRows(type, k, o.w.data(), o.Rows(rows, wide), got.data(), 1);
+        std::vector<float> got(rows * cols);
+        quant::VecDotRows(type, k, o.Weights(), o.Rows(rows, wide), got.data(), cols);
         for (int r = 0; r < rows; ++r) {
-          const float want = quant::VecDot(type, k, o.w.data(), o.act.data() + r * o.act_row);
-          EXPECT_EQ(Bits(got[r]), Bits(want))
-              << DTypeName(type) << " rows=" << rows << " r=" << r << (wide ? " wide" : "");
+          for (int64_t c = 0; c < cols; ++c) {
+            const float want = quant::VecDot(type, k, o.weight(c), o.act_row_data(r));
+            EXPECT_EQ(Bits(got[r * cols + c]), Bits(want))
+                << DTypeName(type) << " rows=" << rows << " r=" << r << " c=" << c
+                << (wide ? " wide" : "");
+          }
         }
       }
     }

@@ -20,6 +20,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   const int64_t n = x.rows, m = w.rows, k = x.cols;
   const DType act_type = quant::VecDotType(w.dtype);
   const size_t act_row = DTypeRowBytes(act_type, k);
+  const size_t w_row = DTypeRowBytes(w.dtype, w.stride);
   // Q8_0 activations also keep their block scales as floats, after the rows (for the AVX2
   // kernels); Q8_0 and Q8_K ones their block scales per group of kVecDotRows rows side by
   // side (ActRows::block_d, for the AVX-512 kernels).
@@ -65,10 +66,9 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .scales = wide ? scales + r * scale_row : nullptr,
           .scale_stride = static_cast<size_t>(scale_row),
           .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr};
-      float* out_row = out.row<float>(r);
-      for (int64_t c = m0; c < m1; ++c) {
-        quant::VecDotRows(w.dtype, k, w.row_bytes(c), act, out_row + c, out.stride);
-      }
+      const quant::WeightRows weights{
+          .data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
+      quant::VecDotRows(w.dtype, k, weights, act, out.row<float>(r) + m0, out.stride);
     }
   };
   if (!parallel) {

@@ -354,7 +354,7 @@ float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
   return VecDotPortable(weight_type, n, w, act);
 }
 
-void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+void VecDotRows(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act, float* out,
                 int64_t out_stride) {
   static const bool vnni = CpuHasAvx512Vnni();
   static const bool avx512 = CpuHasAvx512Rows();
@@ -362,8 +362,11 @@ void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act,
   if (!vnni && avx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
   if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, out, out_stride)) return;
   const auto* a = static_cast<const uint8_t*>(act.data);
-  for (int r = 0; r < act.rows; ++r) {
-    out[r * out_stride] = VecDot(weight_type, n, w, a + r * act.stride);
+  const auto* wr = static_cast<const uint8_t*>(w.data);
+  for (int64_t c = 0; c < w.rows; ++c) {
+    for (int r = 0; r < act.rows; ++r) {
+      out[r * out_stride + c] = VecDot(weight_type, n, wr + c * w.stride, a + r * act.stride);
+    }
   }
 }
 

@@ -1,8 +1,9 @@
-// One weight row against several activation rows at once: the batched path of the CPU
+// A run of weight rows against several activation rows at once: the batched path of the CPU
 // matrix product (decode batches and prefill). Each result equals VecDot's bit for bit: the
 // integer lane sums are exact and every output keeps its own float accumulators, in the
 // single-row order; what is shared is the work on the weight (unpacking quants and scales),
-// done once per block for all rows instead of once per row.
+// done once per block for all rows instead of once per row, and the kernel's setup, done
+// once per run of weight rows instead of once per weight row.
 #pragma once
 
 #include <cstddef>
@@ -33,14 +34,21 @@ struct ActRows {
   const float* block_d = nullptr;
 };
 
+// Weight rows [0, rows), `stride` bytes apart.
+struct WeightRows {
+  const void* data = nullptr;
+  size_t stride = 0;
+  int64_t rows = 1;
+};
+
 // The layout ActRows::block_d describes, for rows [0, rows) of Q8_0 or Q8_K activations
 // (`type`) of width n, `stride` bytes apart: n / block * kVecDotRows floats at `block_d`.
 void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
                           float* block_d);
 
-// out[r * out_stride] = VecDot(weight_type, n, w, row r of act) for r in [0, act.rows),
-// 1 <= act.rows <= kVecDotRows.
-void VecDotRows(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+// out[r * out_stride + c] = VecDot(weight_type, n, row c of w, row r of act) for r in
+// [0, act.rows) and c in [0, w.rows), 1 <= act.rows <= kVecDotRows.
+void VecDotRows(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act, float* out,
                 int64_t out_stride);
 
 // The n / 32 block scales of a Q8_0 row, as floats.
@@ -51,20 +59,20 @@ void WidenScales(const void* q8_0_row, int64_t n, float* scales);
 // cover the type, else the AVX2 ones, else VecDot row by row; tests call each directly
 // (where the CPU runs it) to check it against VecDotPortable whatever this machine picks.
 // Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Precondition: CpuHasAvx2().
-bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
-                    int64_t out_stride);
+bool VecDotRowsAvx2(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
+                    float* out, int64_t out_stride);
 // True when the CPU also runs AVX-512 F/BW/VL (checked once).
 bool CpuHasAvx512Rows();
 // The same types: Q4_K, Q5_K and Q6_K with two 32-byte chunks of a row per 512-bit register,
 // Q4_0 and Q8_0 with two rows per register (an odd last row through the AVX2 kernel).
 // Precondition: CpuHasAvx512Rows().
-bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
-                      int64_t out_stride);
+bool VecDotRowsAvx512(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
+                      float* out, int64_t out_stride);
 // True when the CPU also runs AVX-512 VNNI (checked once).
 bool CpuHasAvx512Vnni();
 // VecDotRowsAvx512's kernels with VPDPWSSD / VPDPBUSD (the same integers, the same bits).
 // Precondition: CpuHasAvx512Vnni().
-bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const void* w, const ActRows& act,
+bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                           float* out, int64_t out_stride);
 
 }  // namespace pagoda::kernels::quant

@@ -183,10 +183,9 @@ bool Rows(DType type, int64_t nb, const void* w, const ActRows& act, float* out,
   }
 }
 
-}  // namespace
-
-bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
-                    int64_t out_stride) {
+// One weight row against act's rows.
+bool OneWeightRow(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
+                  int64_t out_stride) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
   if (act.rows > 4) {
     // At most four rows per pass (sixteen vector registers).
@@ -197,7 +196,7 @@ bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& 
     ActRows first = act;
     first.rows = 4;
     return Rows<4>(weight_type, nb, w, first, out, out_stride) &&
-           VecDotRowsAvx2(weight_type, n, w, rest, out + 4 * out_stride, out_stride);
+           OneWeightRow(weight_type, n, w, rest, out + 4 * out_stride, out_stride);
   }
   switch (act.rows) {
     case 1:
@@ -211,6 +210,17 @@ bool VecDotRowsAvx2(DType weight_type, int64_t n, const void* w, const ActRows& 
     default:
       return false;
   }
+}
+
+}  // namespace
+
+bool VecDotRowsAvx2(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
+                    float* out, int64_t out_stride) {
+  const auto* wr = static_cast<const uint8_t*>(w.data);
+  for (int64_t c = 0; c < w.rows; ++c) {
+    if (!OneWeightRow(weight_type, n, wr + c * w.stride, act, out + c, out_stride)) return false;
+  }
+  return true;
 }
 
 }  // namespace pagoda::kernels::quant

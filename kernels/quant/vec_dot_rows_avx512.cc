@@ -19,8 +19,8 @@ bool CpuHasAvx512Rows() {
   return has;
 }
 
-bool VecDotRowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
-                      int64_t out_stride) {
+bool VecDotRowsAvx512(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
+                      float* out, int64_t out_stride) {
   return RowsAvx512(weight_type, n, w, act, out, out_stride);
 }
 

@@ -63,9 +63,18 @@ inline __m512 Scales(float a, float b) {
                          _mm256_castps_pd(_mm256_set1_ps(b)), 1));
 }
 
-inline void StoreSums(__m512 acc, float* a, float* b) {
-  *a = HorizontalSum(_mm512_castps512_ps256(acc));
-  *b = HorizontalSum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+// hsum_float_8 (HorizontalSum's order) of each 256-bit half: the low half's in lane 0, the
+// high half's in lane 8.
+inline __m512 HalfSums(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// Lanes 0 and 8 of v, to *a and *b.
+inline void StoreHalves(__m512 v, float* a, float* b) {
+  *a = _mm512_cvtss_f32(v);
+  *b = _mm_cvtss_f32(_mm512_extractf32x4_ps(v, 2));
 }
 
 // acc + the int32 sums of scales * (pair sums of u * s): u unsigned bytes below 128 or
@@ -111,54 +120,60 @@ struct PairLanes {
   __m512 operator()(__m512 v, int p) const { return _mm512_permutexvar_ps(idx[p], v); }
 };
 
-// Q8_0 (kNibbles false) and Q4_0 weights. AVX-512 has no VPSIGNB: negating the activation
-// bytes where the weight byte is negative gives the same products with |q| (where q is 0
-// the product is 0 either way).
+// Q8_0 (kNibbles false) and Q4_0 weights, `cols` weight rows `w_stride` bytes apart.
+// AVX-512 has no VPSIGNB: negating the activation bytes where the weight byte is negative
+// gives the same products with |q| (where q is 0 the product is 0 either way).
 // With kWide the activation scales come widened, side by side (ActRows::block_d).
 template <int P, bool kNibbles, bool kWide, typename Block>
-void PairsQx_0(const Block* x, const uint8_t* act, size_t stride, const float* block_d, int64_t nb,
-               float* out, int64_t os) {
+void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act, size_t stride,
+               const float* block_d, int64_t nb, float* out, int64_t os) {
   const PairLanes pair_lanes;
-  __m512 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = SignedQuants<kNibbles>(x[i]);
-    const __m512i q2 = Both(q);
-    const __m512i abs_q = _mm512_abs_epi8(q2);
-    const __mmask64 negative = _mm512_movepi8_mask(q2);
-    const float xd = H(x[i].d);
-    __m512 dx = _mm512_setzero_ps();
-    if constexpr (kWide) {
-      // xd * each row's scale: the products xd * H(d) of the other path.
-      dx = _mm512_castps256_ps512(
-          _mm256_mul_ps(_mm256_loadu_ps(block_d + kVecDotRows * i), _mm256_set1_ps(xd)));
+  for (int64_t c = 0; c < cols; ++c) {
+    const Block* x = reinterpret_cast<const Block*>(w + c * w_stride);
+    __m512 acc[P];
+    for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m256i q = SignedQuants<kNibbles>(x[i]);
+      const __m512i q2 = Both(q);
+      const __m512i abs_q = _mm512_abs_epi8(q2);
+      const __mmask64 negative = _mm512_movepi8_mask(q2);
+      const float xd = H(x[i].d);
+      __m512 dx = _mm512_setzero_ps();
+      if constexpr (kWide) {
+        // xd * each row's scale: the products xd * H(d) of the other path.
+        dx = _mm512_castps256_ps512(
+            _mm256_mul_ps(_mm256_loadu_ps(block_d + kVecDotRows * i), _mm256_set1_ps(xd)));
+      }
+      for (int p = 0; p < P; ++p) {
+        const BlockQ8_0& ya = As<BlockQ8_0>(act + 2 * p * stride)[i];
+        const BlockQ8_0& yb = As<BlockQ8_0>(act + (2 * p + 1) * stride)[i];
+        const __m512i ys = Pair(ya.qs, yb.qs);
+        const __m512i signed_y = _mm512_mask_sub_epi8(ys, negative, _mm512_setzero_si512(), ys);
+        const __m512i sums = QuadSums(abs_q, signed_y);
+        __m512 both;
+        if constexpr (kWide) {
+          both = pair_lanes(dx, p);
+        } else {
+          both = Scales(xd * H(ya.d), xd * H(yb.d));
+        }
+        acc[p] = _mm512_fmadd_ps(both, _mm512_cvtepi32_ps(sums), acc[p]);
+      }
     }
     for (int p = 0; p < P; ++p) {
-      const BlockQ8_0& ya = As<BlockQ8_0>(act + 2 * p * stride)[i];
-      const BlockQ8_0& yb = As<BlockQ8_0>(act + (2 * p + 1) * stride)[i];
-      const __m512i ys = Pair(ya.qs, yb.qs);
-      const __m512i signed_y = _mm512_mask_sub_epi8(ys, negative, _mm512_setzero_si512(), ys);
-      const __m512i sums = QuadSums(abs_q, signed_y);
-      __m512 both;
-      if constexpr (kWide) {
-        both = pair_lanes(dx, p);
-      } else {
-        both = Scales(xd * H(ya.d), xd * H(yb.d));
-      }
-      acc[p] = _mm512_fmadd_ps(both, _mm512_cvtepi32_ps(sums), acc[p]);
+      StoreHalves(HalfSums(acc[p]), out + 2 * p * os + c, out + (2 * p + 1) * os + c);
     }
   }
-  for (int p = 0; p < P; ++p) StoreSums(acc[p], out + 2 * p * os, out + (2 * p + 1) * os);
 }
 
-// Q4_K (kFifth false) and Q5_K weights, R rows at a time, each row on its own: a 512-bit
-// register holds sub-blocks 2j (low half, the low nibbles) and 2j + 1 (high half, the high
-// nibbles), whose 64 activation bytes are contiguous. The two halves' int32 lanes, added at
-// the end of the block, are the AVX2 kernel's lanes (lane l of sub-block pairs plus lane l
-// of the other), so the float work after them is RowsQxK's and the bits are the same.
+// Q4_K (kFifth false) and Q5_K weights, `cols` weight rows `w_stride` bytes apart, against R
+// activation rows, each on its own: a 512-bit register holds sub-blocks 2j (low half, the
+// low nibbles) and 2j + 1 (high half, the high nibbles), whose 64 activation bytes are
+// contiguous. The two halves' int32 lanes, added at the end of the block, are the AVX2
+// kernel's lanes (lane l of sub-block pairs plus lane l of the other), so the float work
+// after them is RowsQxK's and the bits are the same.
 template <int R, bool kFifth, typename Block>
-void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, const float* block_d,
-                      int64_t nb, float* out, int64_t os) {
+void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act,
+                      size_t stride, const float* block_d, int64_t nb, float* out, int64_t os) {
   const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i one = _mm512_set1_epi8(1);
@@ -173,103 +188,122 @@ void SubBlockPairsQxK(const Block* x, const uint8_t* act, size_t stride, const f
   // register p, row 2p in the low half. Q4_K's four min accumulators of a row sit in its
   // half's even lanes (the odd ones take values never read). An odd last row has its own.
   constexpr int P = R / 2;
-  __m512 acc[P + 1];
-  __m512 acc_m[P + 1];
-  float summs[R];
-  for (int p = 0; p <= P; ++p) acc[p] = acc_m[p] = _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) summs[r] = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    const ScalesMinsK4 sm = UnpackScalesMinsK4(x[i].scales);
-    const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm.scales16));
-    __m512i hbits = _mm512_setzero_si512();
-    if constexpr (kFifth) hbits = _mm512_srlv_epi16(Both(Load32(x[i].qh)), fifth_shift);
-    __m512i sumi[R];
-    for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i bits = Load32(x[i].qs + 32 * j);
-      __m512i q = _mm512_and_si512(
-          _mm512_inserti64x4(_mm512_zextsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), low4);
-      if constexpr (kFifth) {
-        q = _mm512_or_si512(
-            q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits, 2 * j), one), 4));
+  for (int64_t c = 0; c < cols; ++c) {
+    const Block* x = reinterpret_cast<const Block*>(w + c * w_stride);
+    __m512 acc[P + 1];
+    __m512 acc_m[P + 1];
+    float summs[R];
+    for (int p = 0; p <= P; ++p) acc[p] = acc_m[p] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) summs[r] = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ScalesMinsK4 sm = UnpackScalesMinsK4(x[i].scales);
+      const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm.scales16));
+      __m512i hbits = _mm512_setzero_si512();
+      if constexpr (kFifth) hbits = _mm512_srlv_epi16(Both(Load32(x[i].qh)), fifth_shift);
+      __m512i sumi[R];
+      for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i bits = Load32(x[i].qs + 32 * j);
+        __m512i q = _mm512_and_si512(
+            _mm512_inserti64x4(_mm512_zextsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1),
+            low4);
+        if constexpr (kFifth) {
+          q = _mm512_or_si512(
+              q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hbits, 2 * j), one), 4));
+        }
+        const __m512i s = _mm512_shuffle_epi8(scales, pick[j]);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 64 * j;
+          sumi[r] = AddScaledPairs(sumi[r], s, q, _mm512_loadu_si512(yq));
+        }
       }
-      const __m512i s = _mm512_shuffle_epi8(scales, pick[j]);
-      for (int r = 0; r < R; ++r) {
-        const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 64 * j;
-        sumi[r] = AddScaledPairs(sumi[r], s, q, _mm512_loadu_si512(yq));
+      const float xd = H(x[i].d), xdmin = H(x[i].dmin);
+      // Every row's a.d * xd and -a.d * xdmin (the same products as one row's).
+      const __m256 ad = RowScales<R>(act, stride, block_d, i);
+      const __m512 dx = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(xd)));
+      const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(-xdmin)));
+      for (int p = 0; p < P; ++p) {
+        const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
+        const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
+        // Each row's eight lanes: its low 256 bits plus its high ones.
+        const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
+        const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
+        acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p),
+                                 _mm512_cvtepi32_ps(_mm512_add_epi32(lows, highs)), acc[p]);
+        if constexpr (kFifth) {
+          for (int h = 0; h < 2; ++h) {
+            const BlockQ8_K& y = h == 0 ? a : b;
+            const __m128i prod = MinProducts4(y, sm.mins16);
+            const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
+                              (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
+            summs[2 * p + h] = std::fma(-y.d * xdmin, static_cast<float>(total), summs[2 * p + h]);
+          }
+        } else {
+          // MinProducts4 of both rows: lane 2k of a row's half is its lane k.
+          const __m512i m = _mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(sm.mins16));
+          const __m512i prod = _mm512_add_epi32(m, _mm512_srli_epi64(m, 32));
+          acc_m[p] = _mm512_fmadd_ps(pair_lanes(dm, p), _mm512_cvtepi32_ps(prod), acc_m[p]);
+        }
       }
-    }
-    const float xd = H(x[i].d), xdmin = H(x[i].dmin);
-    // Every row's a.d * xd and -a.d * xdmin (the same products as one row's).
-    const __m256 ad = RowScales<R>(act, stride, block_d, i);
-    const __m512 dx = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(xd)));
-    const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(-xdmin)));
-    for (int p = 0; p < P; ++p) {
-      const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
-      const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
-      // Each row's eight lanes: its low 256 bits plus its high ones.
-      const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
-      const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
-      acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p), _mm512_cvtepi32_ps(_mm512_add_epi32(lows, highs)),
-                               acc[p]);
-      if constexpr (kFifth) {
-        for (int h = 0; h < 2; ++h) {
-          const BlockQ8_K& y = h == 0 ? a : b;
-          const __m128i prod = MinProducts4(y, sm.mins16);
+      if constexpr (R % 2 == 1) {
+        const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
+        const float dmin = -b.d * xdmin;
+        const __m128i prod = MinProducts4(b, sm.mins16);
+        if constexpr (kFifth) {
           const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
                             (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
-          summs[2 * p + h] = std::fma(-y.d * xdmin, static_cast<float>(total), summs[2 * p + h]);
+          summs[R - 1] = std::fma(dmin, static_cast<float>(total), summs[R - 1]);
+        } else {
+          acc_m[P] = _mm512_castps128_ps512(_mm_fmadd_ps(
+              _mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), _mm512_castps512_ps128(acc_m[P])));
         }
-      } else {
-        // MinProducts4 of both rows: lane 2k of a row's half is its lane k.
-        const __m512i m = _mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(sm.mins16));
-        const __m512i prod = _mm512_add_epi32(m, _mm512_srli_epi64(m, 32));
-        acc_m[p] = _mm512_fmadd_ps(pair_lanes(dm, p), _mm512_cvtepi32_ps(prod), acc_m[p]);
+        const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
+                                              _mm512_extracti64x4_epi64(sumi[R - 1], 1));
+        acc[P] = _mm512_castps256_ps512(_mm256_fmadd_ps(
+            _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(s256), _mm512_castps512_ps256(acc[P])));
+      }
+    }
+    // Each row's eight lanes summed as RowsQxK ends, plus (Q4_K) its four min accumulators:
+    // paired rows keep min k in lane 2k of their half, (m0 + m2) + (m1 + m3) in lane 0.
+    for (int p = 0; p < P; ++p) {
+      __m512 sum = HalfSums(acc[p]);
+      if constexpr (!kFifth) {
+        __m512 m = acc_m[p];
+        m = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        m = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        sum = _mm512_add_ps(sum, m);
+      }
+      float* a = out + 2 * p * os + c;
+      float* b = out + (2 * p + 1) * os + c;
+      StoreHalves(sum, a, b);
+      if constexpr (kFifth) {
+        *a += summs[2 * p];
+        *b += summs[2 * p + 1];
       }
     }
     if constexpr (R % 2 == 1) {
-      const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
-      const float dmin = -b.d * xdmin;
-      const __m128i prod = MinProducts4(b, sm.mins16);
+      // The odd row's four min accumulators in lanes 0..3: (m0 + m2) + (m1 + m3).
+      const float sum = _mm512_cvtss_f32(HalfSums(acc[P]));
+      float* o = out + (R - 1) * os + c;
       if constexpr (kFifth) {
-        const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
-                          (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
-        summs[R - 1] = std::fma(dmin, static_cast<float>(total), summs[R - 1]);
+        *o = sum + summs[R - 1];
       } else {
-        acc_m[P] = _mm512_castps128_ps512(_mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod),
-                                                       _mm512_castps512_ps128(acc_m[P])));
+        __m128 m = _mm512_castps512_ps128(acc_m[P]);
+        m = _mm_add_ps(m, _mm_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm_add_ps(m, _mm_permute_ps(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        *o = sum + _mm_cvtss_f32(m);
       }
-      const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
-                                            _mm512_extracti64x4_epi64(sumi[R - 1], 1));
-      acc[P] = _mm512_castps256_ps512(_mm256_fmadd_ps(
-          _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(s256), _mm512_castps512_ps256(acc[P])));
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    // Row r's eight float lanes and (Q4_K) its four min accumulators, as RowsQxK ends.
-    alignas(64) float lanes[16];
-    alignas(64) float mins[16];
-    _mm512_store_ps(lanes, acc[r / 2]);
-    _mm512_store_ps(mins, acc_m[r / 2]);
-    const bool paired = r < 2 * P;
-    const int half = paired ? 8 * (r % 2) : 0;
-    const float sum = HorizontalSum(_mm256_load_ps(lanes + half));
-    if constexpr (kFifth) {
-      out[r * os] = sum + summs[r];
-    } else {
-      const int step = paired ? 2 : 1;  // paired rows keep lane k at 2k
-      const float* am = mins + half;
-      out[r * os] = sum + ((am[0] + am[2 * step]) + (am[step] + am[3 * step]));
     }
   }
 }
 
-// Q6_K weights, R rows at a time, each row on its own: a 512-bit register holds 32-element
+// Q6_K weights, `cols` weight rows `w_stride` bytes apart, against R activation rows, each
+// on its own: a 512-bit register holds 32-element
 // chunks k and k + 1 of a half (contiguous activation bytes); the halves' int32 lanes, added
 // at the end of the block, are RowsQ6_K's lanes, and the float work after them is its own.
 template <int R>
-void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, const float* block_d,
-                    int64_t nb, float* out, int64_t os) {
+void ChunkPairsQ6_K(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act,
+                    size_t stride, const float* block_d, int64_t nb, float* out, int64_t os) {
   const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i three = _mm512_set1_epi8(3);
@@ -284,94 +318,104 @@ void ChunkPairsQ6_K(const BlockQ6_K* x, const uint8_t* act, size_t stride, const
   // The 2-bit high parts of chunks (0, 1), then (2, 3), of a half.
   const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
   const __m512i shift23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-  // Rows 2p and 2p + 1 share float register p after each block (row 2p low); an odd last
-  // row has its own.
-  __m512 acc[R / 2 + 1];
-  for (int p = 0; p <= R / 2; ++p) acc[p] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i scales16 =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    const __m512i scales512 = _mm512_zextsi256_si512(scales16);
-    __m512i sumi[R];
-    for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
-    for (int j = 0; j < 2; ++j) {
-      const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * j);
-      const __m512i qh = Both(Load32(x[i].qh + 32 * j));
-      const __m512i q[2] = {
-          _mm512_or_si512(
-              _mm512_and_si512(ql, low4),
-              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift01), three), 4)),
-          _mm512_or_si512(
-              _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-              _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift23), three), 4))};
-      for (int h = 0; h < 2; ++h) {
-        const __m512i scales = _mm512_permutexvar_epi16(pick[2 * j + h], scales512);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 128 * j + 64 * h;
-          sumi[r] = AddScaledPairs(sumi[r], scales, q[h], _mm512_loadu_si512(yq));
+  for (int64_t c = 0; c < cols; ++c) {
+    const BlockQ6_K* x = reinterpret_cast<const BlockQ6_K*>(w + c * w_stride);
+    // Rows 2p and 2p + 1 share float register p after each block (row 2p low); an odd last
+    // row has its own.
+    __m512 acc[R / 2 + 1];
+    for (int p = 0; p <= R / 2; ++p) acc[p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m256i scales16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+      const __m512i scales512 = _mm512_zextsi256_si512(scales16);
+      __m512i sumi[R];
+      for (int r = 0; r < R; ++r) sumi[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 2; ++j) {
+        const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * j);
+        const __m512i qh = Both(Load32(x[i].qh + 32 * j));
+        const __m512i q[2] = {
+            _mm512_or_si512(
+                _mm512_and_si512(ql, low4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift01), three), 4)),
+            _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift23), three), 4))};
+        for (int h = 0; h < 2; ++h) {
+          const __m512i scales = _mm512_permutexvar_epi16(pick[2 * j + h], scales512);
+          for (int r = 0; r < R; ++r) {
+            const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 128 * j + 64 * h;
+            sumi[r] = AddScaledPairs(sumi[r], scales, q[h], _mm512_loadu_si512(yq));
+          }
         }
       }
+      const float xd = H(x[i].d);
+      const __m512 dx = _mm512_castps256_ps512(
+          _mm256_mul_ps(RowScales<R>(act, stride, block_d, i), _mm256_set1_ps(xd)));
+      for (int p = 0; p < R / 2; ++p) {
+        const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
+        const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
+        // Both rows' eight lanes (row 2p low): low 256 bits plus high ones, less the bias.
+        const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
+        const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
+        const __m512i low_bias =
+            _mm512_slli_epi32(_mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(scales16)), 5);
+        const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(lows, highs), low_bias);
+        acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p), _mm512_cvtepi32_ps(sums), acc[p]);
+      }
+      if constexpr (R % 2 == 1) {
+        const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
+        const __m256i low_bias = _mm256_slli_epi32(_mm256_madd_epi16(Load32(b.bsums), scales16), 5);
+        const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
+                                              _mm512_extracti64x4_epi64(sumi[R - 1], 1));
+        acc[R / 2] = _mm512_castps256_ps512(_mm256_fmadd_ps(
+            _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(_mm256_sub_epi32(s256, low_bias)),
+            _mm512_castps512_ps256(acc[R / 2])));
+      }
     }
-    const float xd = H(x[i].d);
-    const __m512 dx = _mm512_castps256_ps512(
-        _mm256_mul_ps(RowScales<R>(act, stride, block_d, i), _mm256_set1_ps(xd)));
     for (int p = 0; p < R / 2; ++p) {
-      const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
-      const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
-      // Both rows' eight lanes (row 2p low): low 256 bits plus high ones, less the bias.
-      const __m512i lows = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0x44);
-      const __m512i highs = _mm512_shuffle_i64x2(sumi[2 * p], sumi[2 * p + 1], 0xEE);
-      const __m512i low_bias =
-          _mm512_slli_epi32(_mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(scales16)), 5);
-      const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(lows, highs), low_bias);
-      acc[p] = _mm512_fmadd_ps(pair_lanes(dx, p), _mm512_cvtepi32_ps(sums), acc[p]);
+      StoreHalves(HalfSums(acc[p]), out + 2 * p * os + c, out + (2 * p + 1) * os + c);
     }
-    if constexpr (R % 2 == 1) {
-      const BlockQ8_K& b = As<BlockQ8_K>(act + (R - 1) * stride)[i];
-      const __m256i low_bias = _mm256_slli_epi32(_mm256_madd_epi16(Load32(b.bsums), scales16), 5);
-      const __m256i s256 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[R - 1]),
-                                            _mm512_extracti64x4_epi64(sumi[R - 1], 1));
-      acc[R / 2] = _mm512_castps256_ps512(_mm256_fmadd_ps(
-          _mm256_set1_ps(b.d * xd), _mm256_cvtepi32_ps(_mm256_sub_epi32(s256, low_bias)),
-          _mm512_castps512_ps256(acc[R / 2])));
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, acc[r / 2]);
-    out[r * os] = HorizontalSum(_mm256_load_ps(lanes + (r < R - R % 2 ? 8 * (r % 2) : 0)));
+    if constexpr (R % 2 == 1) out[(R - 1) * os + c] = _mm512_cvtss_f32(HalfSums(acc[R / 2]));
   }
 }
 
-void ChunkPairsQ6_K(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
-  const BlockQ6_K* x = As<BlockQ6_K>(w);
+void ChunkPairsQ6_K(const WeightRows& w, const ActRows& act, int64_t nb, float* out,
+                    int64_t os) {
+  const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
-  WithRows(act.rows,
-           [&]<int R>() { ChunkPairsQ6_K<R>(x, a, act.stride, act.block_d, nb, out, os); });
+  WithRows(act.rows, [&]<int R>() {
+    ChunkPairsQ6_K<R>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out, os);
+  });
 }
 
 template <bool kFifth, typename Block>
-void SubBlockPairsQxK(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
-  const Block* x = As<Block>(w);
+void SubBlockPairsQxK(const WeightRows& w, const ActRows& act, int64_t nb, float* out,
+                      int64_t os) {
+  const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
   WithRows(act.rows, [&]<int R>() {
-    SubBlockPairsQxK<R, kFifth>(x, a, act.stride, act.block_d, nb, out, os);
+    SubBlockPairsQxK<R, kFifth, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out,
+                                       os);
   });
 }
 
 template <int P, bool kNibbles, typename Block>
-void PairsQx_0(const void* w, const ActRows& act, int64_t nb, float* out, int64_t os) {
+void PairsQx_0(const WeightRows& w, const ActRows& act, int64_t nb, float* out, int64_t os) {
+  const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
   if (act.block_d != nullptr) {
-    PairsQx_0<P, kNibbles, true>(As<Block>(w), a, act.stride, act.block_d, nb, out, os);
+    PairsQx_0<P, kNibbles, true, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out,
+                                        os);
   } else {
-    PairsQx_0<P, kNibbles, false>(As<Block>(w), a, act.stride, nullptr, nb, out, os);
+    PairsQx_0<P, kNibbles, false, Block>(wr, w.stride, w.rows, a, act.stride, nullptr, nb, out,
+                                         os);
   }
 }
 
 // Rows 0 .. 2P - 1 of `act`.
 template <int P>
-bool Pairs(DType type, int64_t nb, const void* w, const ActRows& act, float* out, int64_t os) {
+bool Pairs(DType type, int64_t nb, const WeightRows& w, const ActRows& act, float* out,
+           int64_t os) {
   switch (type) {
     case DType::kQ4_0:
       PairsQx_0<P, true, BlockQ4_0>(w, act, nb, out, os);
@@ -385,8 +429,8 @@ bool Pairs(DType type, int64_t nb, const void* w, const ActRows& act, float* out
 }
 
 // VecDotRowsAvx512's contract, with this file's instruction set.
-inline bool RowsAvx512(DType weight_type, int64_t n, const void* w, const ActRows& act, float* out,
-                       int64_t out_stride) {
+inline bool RowsAvx512(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
+                       float* out, int64_t out_stride) {
   const int rows = act.rows;
   if (rows < 1 || rows > kVecDotRows) return false;
   const int64_t nb = n / DTypeBlockElems(weight_type);
@@ -403,12 +447,10 @@ inline bool RowsAvx512(DType weight_type, int64_t n, const void* w, const ActRow
     ChunkPairsQ6_K(w, act, nb, out, out_stride);
     return true;
   }
-  bool covered = true;
+  if (weight_type != DType::kQ4_0 && weight_type != DType::kQ8_0) return false;
   if (rows >= 2) {
-    WithRows(rows / 2,
-             [&]<int P>() { covered = Pairs<P>(weight_type, nb, w, act, out, out_stride); });
+    WithRows(rows / 2, [&]<int P>() { Pairs<P>(weight_type, nb, w, act, out, out_stride); });
   }
-  if (!covered) return false;
   const int r = rows & ~1;
   if (r == rows) return true;
   // An odd row: the AVX2 kernel (same bits).

@@ -19,7 +19,7 @@ bool CpuHasAvx512Vnni() {
   return has;
 }
 
-bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const void* w, const ActRows& act,
+bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                           float* out, int64_t out_stride) {
   return RowsAvx512(weight_type, n, w, act, out, out_stride);
 }
