@@ -61,15 +61,19 @@ struct Operands {
   std::vector<float> scales;  // Q8_0 activations: every block's scale widened
   int64_t scale_row = 0;
   std::vector<float> block_d;  // Q8_K activations: block scales side by side
+  std::vector<int8_t> qs_storage;
+  const int8_t* qs = nullptr;  // the quants packed (PackQuants), 64-byte aligned
 
-  // With `wide`, the caller's side data of the activation type (Q8_0 or Q8_K).
-  quant::ActRows Rows(int rows, bool wide) const {
+  // With `wide`, the caller's side data of the activation type (Q8_0 or Q8_K); with `packed`
+  // too, its packed quants.
+  quant::ActRows Rows(int rows, bool wide, bool packed = false) const {
     return {.data = act.data(),
             .stride = act_row,
             .rows = rows,
             .scales = wide && !scales.empty() ? scales.data() : nullptr,
             .scale_stride = static_cast<size_t>(scale_row),
-            .block_d = wide && !block_d.empty() ? block_d.data() : nullptr};
+            .block_d = wide && !block_d.empty() ? block_d.data() : nullptr,
+            .qs = wide && packed ? qs : nullptr};
   }
   bool has_side_data() const { return !block_d.empty(); }
   quant::WeightRows Weights() const { return {.data = w.data(), .stride = w_row, .rows = cols}; }
@@ -103,6 +107,10 @@ Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme, int6
   if (act == DType::kQ8_K || act == DType::kQ8_0) {
     o.block_d.resize(k / DTypeBlockElems(act) * quant::kVecDotRows);
     quant::TransposeBlockScales(act, o.act.data(), o.act_row, rows, k, o.block_d.data());
+    o.qs_storage.resize(rows * k + 64);
+    const auto at = reinterpret_cast<uintptr_t>(o.qs_storage.data());
+    o.qs = o.qs_storage.data() + ((64 - at % 64) % 64);
+    quant::PackQuants(act, o.act.data(), o.act_row, rows, k, const_cast<int8_t*>(o.qs));
   }
   return o;
 }
@@ -117,9 +125,10 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
   for (DType type : types) {
     for (int64_t k : {256, 512, 768, 2048, 4096}) {
       for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
-        for (int kind = 0; kind < 4; ++kind) {
+        for (int kind = 0; kind < 6; ++kind) {
           const bool extreme = kind % 2 == 1;
           const bool wide = kind >= 2;  // the activations' side data (ActRows)
+          const bool packed = kind >= 4;  // and their packed quants
           const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
           const int64_t cols = 1 + (rows + kind) % 3;
           const Operands o = Make(type, k, rows, seed, extreme, cols);
@@ -127,14 +136,14 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
           // out_stride cols + 1: each row's last slot stays untouched.
           const int64_t os = cols + 1;
           std::vector<float> got(os * rows, -1.f);
-          ASSERT_TRUE(kernel(type, k, o.Weights(), o.Rows(rows, wide), got.data(), os));
+          ASSERT_TRUE(kernel(type, k, o.Weights(), o.Rows(rows, wide, packed), got.data(), os));
           for (int r = 0; r < rows; ++r) {
             for (int64_t c = 0; c < cols; ++c) {
               const float want = quant::VecDotPortable(type, k, o.weight(c), o.act_row_data(r));
               EXPECT_EQ(Bits(got[r * os + c]), Bits(want))
                   << DTypeName(type) << " k=" << k << " rows=" << rows << " row " << r
                   << " weight row " << c << (extreme ? " extreme" : "") << (wide ? " wide" : "")
-                  << ": " << got[r * os + c] << " vs " << want;
+                  << (packed ? " packed" : "") << ": " << got[r * os + c] << " vs " << want;
             }
             EXPECT_EQ(got[r * os + cols], -1.f);
             ++checked;
@@ -149,7 +158,7 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
     wide_types += act == DType::kQ8_0 || act == DType::kQ8_K;
   }
   constexpr int kRowsChecked = quant::kVecDotRows * (quant::kVecDotRows + 1) / 2;
-  EXPECT_EQ(checked, (static_cast<int>(types.size()) + wide_types) * 5 * kRowsChecked * 2);
+  EXPECT_EQ(checked, (static_cast<int>(types.size()) + 2 * wide_types) * 5 * kRowsChecked * 2);
   // The types the kernels leave to VecDot: nothing written.
   const Operands o = Make(DType::kQ4_1, 256, 1, 1, false);
   float out = -1.f;
@@ -180,10 +189,11 @@ TEST(VecDotRows, EveryTypeEqualsVecDot) {
     for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
       const int64_t cols = 1 + rows % 2;
       const Operands o = Make(type, k, rows, static_cast<uint32_t>(rows * 31), false, cols);
-      for (bool wide : {false, true}) {
+      for (int side = 0; side < 3; ++side) {
+        const bool wide = side >= 1;
         if (wide && !o.has_side_data()) continue;
         std::vector<float> got(rows * cols);
-        quant::VecDotRows(type, k, o.Weights(), o.Rows(rows, wide), got.data(), cols);
+        quant::VecDotRows(type, k, o.Weights(), o.Rows(rows, wide, side == 2), got.data(), cols);
         for (int r = 0; r < rows; ++r) {
           for (int64_t c = 0; c < cols; ++c) {
             const float want = quant::VecDot(type, k, o.weight(c), o.act_row_data(r));

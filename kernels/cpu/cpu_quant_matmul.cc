@@ -30,10 +30,16 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   const int64_t scale_row = wide ? k / 32 : 0;
   const int64_t group_d = side_by_side ? k / DTypeBlockElems(act_type) * quant::kVecDotRows : 0;
   const size_t acts_bytes = (act_row * static_cast<size_t>(n) + 63) & ~size_t{63};
-  const size_t bytes =
-      acts_bytes + sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups);
+  // The quants packed per group (ActRows::qs), 64-byte aligned, after the floats.
+  const size_t floats_bytes =
+      (sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups) + 63) & ~size_t{63};
+  const size_t group_qs = side_by_side ? static_cast<size_t>(k) * quant::kVecDotRows : 0;
+  const size_t bytes = acts_bytes + floats_bytes + group_qs * groups + 64;
   if (scratch->size() < bytes) scratch->resize(bytes);
-  uint8_t* acts = scratch->data();
+  // The vector's storage is only 16-byte aligned: start at its first 64-byte boundary.
+  uint8_t* acts = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(scratch->data()) + 63) & ~uintptr_t{63});
+  auto* packed = reinterpret_cast<int8_t*>(acts + acts_bytes + floats_bytes);
   float* scales = wide ? reinterpret_cast<float*>(acts + acts_bytes) : nullptr;
   float* block_d =
       side_by_side ? reinterpret_cast<float*>(acts + acts_bytes) + scale_row * n : nullptr;
@@ -48,9 +54,10 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   auto transpose_groups = [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end && side_by_side; ++g) {
       const int64_t r = g * quant::kVecDotRows;
-      quant::TransposeBlockScales(act_type, acts + r * act_row, act_row,
-                                  static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r)), k,
+      const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r));
+      quant::TransposeBlockScales(act_type, acts + r * act_row, act_row, rows, k,
                                   block_d + g * group_d);
+      quant::PackQuants(act_type, acts + r * act_row, act_row, rows, k, packed + g * group_qs);
     }
   };
   // A work item's weight rows (kColumnGrain of them: 7 KB of Q4_K at K = 768, 18 KB at
@@ -65,7 +72,8 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .rows = rows,
           .scales = wide ? scales + r * scale_row : nullptr,
           .scale_stride = static_cast<size_t>(scale_row),
-          .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr};
+          .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr,
+          .qs = side_by_side ? packed + r / quant::kVecDotRows * group_qs : nullptr};
       const quant::WeightRows weights{
           .data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
       quant::VecDotRows(w.dtype, k, weights, act, out.row<float>(r) + m0, out.stride);
@@ -77,8 +85,11 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
     columns(0, m);
     return;
   }
-  pool->ParallelFor(n, 1, quantize_rows);
-  transpose_groups(0, groups);
+  // Each group's rows quantized, then its side data laid out, by one thread.
+  pool->ParallelFor(groups, 1, [&](int64_t begin, int64_t end) {
+    quantize_rows(begin * quant::kVecDotRows, std::min(n, end * quant::kVecDotRows));
+    transpose_groups(begin, end);
+  });
   const int64_t chunks = (m + kColumnGrain - 1) / kColumnGrain;
   pool->ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
     columns(begin * kColumnGrain, std::min(m, end * kColumnGrain));

@@ -391,6 +391,31 @@ void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int 
   }
 }
 
+void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
+                int8_t* qs) {
+  const auto* base = static_cast<const uint8_t*>(rows_data);
+  if (type == DType::kQ8_K) {
+    for (int r = 0; r < rows; ++r) {
+      const auto* blocks = As<BlockQ8_K>(base + r * stride);
+      for (int64_t i = 0; i < n / kQkK; ++i) {
+        std::memcpy(qs + r * n + kQkK * i, blocks[i].qs, kQkK);
+      }
+    }
+    return;
+  }
+  for (int r = 0; r + 1 < rows; r += 2) {
+    const auto* a = As<BlockQ8_0>(base + r * stride);
+    const auto* b = As<BlockQ8_0>(base + (r + 1) * stride);
+    int8_t* pair = qs + r * n;
+    for (int64_t i = 0; i < n / kQk; ++i) {
+      for (int j = 0; j < kQk; ++j) {
+        pair[2 * kQk * i + j] = static_cast<int8_t>(a[i].qs[j] ^ 0x80);
+        pair[2 * kQk * i + kQk + j] = static_cast<int8_t>(b[i].qs[j] ^ 0x80);
+      }
+    }
+  }
+}
+
 float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {
   const int64_t nb = n / DTypeBlockElems(weight_type);
   switch (weight_type) {

@@ -25,6 +25,11 @@ inline constexpr int kVecDotRows = 8;
 // fp16 d widened): block i's at block_d + kVecDotRows * i, row r's in lane r (lanes past
 // `rows` 0), so the AVX-512 kernels load them as one vector instead of gathering them per
 // weight row (the AVX2 ones read `scales`).
+// `qs` may hold the rows' quants copied to 64-byte-aligned storage (PackQuants), so the
+// AVX-512 kernels' 64-byte loads never straddle two cache lines: Q8_K rows one after the
+// other (row r's n quants at qs + r * n); Q8_0 rows in pairs, rows 2p and 2p + 1 taking turns
+// block by block (32 bytes each, from qs + 2p * n), every byte XOR 0x80 (q + 128, unsigned:
+// what VPDPBUSD wants), an odd last row left out.
 struct ActRows {
   const void* data = nullptr;
   size_t stride = 0;
@@ -32,6 +37,7 @@ struct ActRows {
   const float* scales = nullptr;
   size_t scale_stride = 0;
   const float* block_d = nullptr;
+  const int8_t* qs = nullptr;
 };
 
 // Weight rows [0, rows), `stride` bytes apart.
@@ -45,6 +51,10 @@ struct WeightRows {
 // (`type`) of width n, `stride` bytes apart: n / block * kVecDotRows floats at `block_d`.
 void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
                           float* block_d);
+
+// The layout ActRows::qs describes, for rows [0, rows) of Q8_0 or Q8_K activations (`type`)
+// of width n, `stride` bytes apart: rows * n bytes at `qs` (64-byte aligned).
+void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int64_t n, int8_t* qs);
 
 // out[r * out_stride + c] = VecDot(weight_type, n, row c of w, row r of act) for r in
 // [0, act.rows) and c in [0, w.rows), 1 <= act.rows <= kVecDotRows.

@@ -107,6 +107,27 @@ inline __m256 RowScales(const uint8_t* act, size_t stride, const float* block_d,
   return _mm256_load_ps(d);
 }
 
+// Where the Q8_K activation rows' quants are: block i of row r at Block(i) + row(r), from
+// ActRows::qs where the caller packed them (aligned), else in the blocks themselves.
+struct QuantsK {
+  const int8_t* base;
+  int64_t block_step;
+  int64_t row_step;
+  QuantsK(const ActRows& act, int64_t nb) {
+    if (act.qs != nullptr) {
+      base = act.qs;
+      block_step = kQkK;
+      row_step = nb * kQkK;
+    } else {
+      base = As<BlockQ8_K>(act.data)->qs;
+      block_step = sizeof(BlockQ8_K);
+      row_step = static_cast<int64_t>(act.stride);
+    }
+  }
+  const int8_t* Block(int64_t i) const { return base + block_step * i; }
+  int64_t row(int r) const { return row_step * r; }
+};
+
 // Permutations putting lane 2p of a register in its low 256 bits, lane 2p + 1 in the high.
 struct PairLanes {
   __m512i idx[4];
@@ -124,10 +145,15 @@ struct PairLanes {
 // AVX-512 has no VPSIGNB: negating the activation bytes where the weight byte is negative
 // gives the same products with |q| (where q is 0 the product is 0 either way).
 // With kWide the activation scales come widened, side by side (ActRows::block_d).
-template <int P, bool kNibbles, bool kWide, typename Block>
+// With kPacked the activation quants come in pairs, biased (ActRows::qs, at `qs`): one
+// aligned load per pair and block; with VNNI, VPDPBUSD of the biased bytes u = a + 128 from
+// -128 * (each 4 weight quants' sum) gives the same integers as a * q (exact int32 sums).
+template <int P, bool kNibbles, bool kWide, bool kPacked, typename Block>
 void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act, size_t stride,
-               const float* block_d, int64_t nb, float* out, int64_t os) {
+               const float* block_d, const int8_t* qs, int64_t n, int64_t nb, float* out,
+               int64_t os) {
   const PairLanes pair_lanes;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t c = 0; c < cols; ++c) {
     const Block* x = reinterpret_cast<const Block*>(w + c * w_stride);
     __m512 acc[P];
@@ -135,8 +161,20 @@ void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* a
     for (int64_t i = 0; i < nb; ++i) {
       const __m256i q = SignedQuants<kNibbles>(x[i]);
       const __m512i q2 = Both(q);
-      const __m512i abs_q = _mm512_abs_epi8(q2);
-      const __mmask64 negative = _mm512_movepi8_mask(q2);
+#if defined(PAGODA_VEC_DOT_ROWS_VNNI)
+      constexpr bool kBiased = kPacked;
+#else
+      constexpr bool kBiased = false;
+#endif
+      __m512i abs_q = _mm512_setzero_si512(), minus_bias = _mm512_setzero_si512();
+      __mmask64 negative = 0;
+      if constexpr (kBiased) {
+        // 128 * each 4 quants' sum: maddubs pairs reach at most 2 * 128 * 128 in magnitude.
+        minus_bias = _mm512_sub_epi32(_mm512_setzero_si512(), QuadSums(bias, q2));
+      } else {
+        abs_q = _mm512_abs_epi8(q2);
+        negative = _mm512_movepi8_mask(q2);
+      }
       const float xd = H(x[i].d);
       __m512 dx = _mm512_setzero_ps();
       if constexpr (kWide) {
@@ -147,9 +185,21 @@ void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* a
       for (int p = 0; p < P; ++p) {
         const BlockQ8_0& ya = As<BlockQ8_0>(act + 2 * p * stride)[i];
         const BlockQ8_0& yb = As<BlockQ8_0>(act + (2 * p + 1) * stride)[i];
-        const __m512i ys = Pair(ya.qs, yb.qs);
-        const __m512i signed_y = _mm512_mask_sub_epi8(ys, negative, _mm512_setzero_si512(), ys);
-        const __m512i sums = QuadSums(abs_q, signed_y);
+        __m512i sums;
+        if constexpr (kBiased) {
+#if defined(PAGODA_VEC_DOT_ROWS_VNNI)
+          sums = _mm512_dpbusd_epi32(minus_bias, _mm512_load_si512(qs + 2 * p * n + 64 * i), q2);
+#endif
+        } else {
+          __m512i ys;
+          if constexpr (kPacked) {
+            ys = _mm512_xor_si512(_mm512_load_si512(qs + 2 * p * n + 64 * i), bias);
+          } else {
+            ys = Pair(ya.qs, yb.qs);
+          }
+          const __m512i signed_y = _mm512_mask_sub_epi8(ys, negative, _mm512_setzero_si512(), ys);
+          sums = QuadSums(abs_q, signed_y);
+        }
         __m512 both;
         if constexpr (kWide) {
           both = pair_lanes(dx, p);
@@ -173,7 +223,8 @@ void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* a
 // after them is RowsQxK's and the bits are the same.
 template <int R, bool kFifth, typename Block>
 void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act,
-                      size_t stride, const float* block_d, int64_t nb, float* out, int64_t os) {
+                      size_t stride, const float* block_d, const QuantsK& quants, int64_t nb,
+                      float* out, int64_t os) {
   const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i one = _mm512_set1_epi8(1);
@@ -196,6 +247,7 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
     for (int p = 0; p <= P; ++p) acc[p] = acc_m[p] = _mm512_setzero_ps();
     for (int r = 0; r < R; ++r) summs[r] = 0;
     for (int64_t i = 0; i < nb; ++i) {
+      const int8_t* y = quants.Block(i);
       const ScalesMinsK4 sm = UnpackScalesMinsK4(x[i].scales);
       const __m512i scales = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm.scales16));
       __m512i hbits = _mm512_setzero_si512();
@@ -213,8 +265,7 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
         }
         const __m512i s = _mm512_shuffle_epi8(scales, pick[j]);
         for (int r = 0; r < R; ++r) {
-          const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 64 * j;
-          sumi[r] = AddScaledPairs(sumi[r], s, q, _mm512_loadu_si512(yq));
+          sumi[r] = AddScaledPairs(sumi[r], s, q, _mm512_loadu_si512(y + quants.row(r) + 64 * j));
         }
       }
       const float xd = H(x[i].d), xdmin = H(x[i].dmin);
@@ -303,7 +354,8 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
 // at the end of the block, are RowsQ6_K's lanes, and the float work after them is its own.
 template <int R>
 void ChunkPairsQ6_K(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act,
-                    size_t stride, const float* block_d, int64_t nb, float* out, int64_t os) {
+                    size_t stride, const float* block_d, const QuantsK& quants, int64_t nb,
+                    float* out, int64_t os) {
   const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i three = _mm512_set1_epi8(3);
@@ -325,6 +377,7 @@ void ChunkPairsQ6_K(const uint8_t* w, size_t w_stride, int64_t cols, const uint8
     __m512 acc[R / 2 + 1];
     for (int p = 0; p <= R / 2; ++p) acc[p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
+      const int8_t* y = quants.Block(i);
       const __m256i scales16 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
       const __m512i scales512 = _mm512_zextsi256_si512(scales16);
@@ -343,7 +396,7 @@ void ChunkPairsQ6_K(const uint8_t* w, size_t w_stride, int64_t cols, const uint8
         for (int h = 0; h < 2; ++h) {
           const __m512i scales = _mm512_permutexvar_epi16(pick[2 * j + h], scales512);
           for (int r = 0; r < R; ++r) {
-            const int8_t* yq = As<BlockQ8_K>(act + r * stride)[i].qs + 128 * j + 64 * h;
+            const int8_t* yq = y + quants.row(r) + 128 * j + 64 * h;
             sumi[r] = AddScaledPairs(sumi[r], scales, q[h], _mm512_loadu_si512(yq));
           }
         }
@@ -384,7 +437,8 @@ void ChunkPairsQ6_K(const WeightRows& w, const ActRows& act, int64_t nb, float* 
   const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
   WithRows(act.rows, [&]<int R>() {
-    ChunkPairsQ6_K<R>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out, os);
+    ChunkPairsQ6_K<R>(wr, w.stride, w.rows, a, act.stride, act.block_d, QuantsK(act, nb), nb,
+                      out, os);
   });
 }
 
@@ -394,8 +448,8 @@ void SubBlockPairsQxK(const WeightRows& w, const ActRows& act, int64_t nb, float
   const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
   WithRows(act.rows, [&]<int R>() {
-    SubBlockPairsQxK<R, kFifth, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out,
-                                       os);
+    SubBlockPairsQxK<R, kFifth, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
+                                       QuantsK(act, nb), nb, out, os);
   });
 }
 
@@ -403,12 +457,16 @@ template <int P, bool kNibbles, typename Block>
 void PairsQx_0(const WeightRows& w, const ActRows& act, int64_t nb, float* out, int64_t os) {
   const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
-  if (act.block_d != nullptr) {
-    PairsQx_0<P, kNibbles, true, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d, nb, out,
-                                        os);
+  const int64_t n = nb * kQk;
+  if (act.block_d != nullptr && act.qs != nullptr) {
+    PairsQx_0<P, kNibbles, true, true, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
+                                              act.qs, n, nb, out, os);
+  } else if (act.block_d != nullptr) {
+    PairsQx_0<P, kNibbles, true, false, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
+                                               nullptr, n, nb, out, os);
   } else {
-    PairsQx_0<P, kNibbles, false, Block>(wr, w.stride, w.rows, a, act.stride, nullptr, nb, out,
-                                         os);
+    PairsQx_0<P, kNibbles, false, false, Block>(wr, w.stride, w.rows, a, act.stride, nullptr,
+                                                nullptr, n, nb, out, os);
   }
 }
 
