@@ -107,7 +107,7 @@ Operands Make(DType type, int64_t k, int rows, uint32_t seed, bool extreme, int6
   if (act == DType::kQ8_K || act == DType::kQ8_0) {
     o.block_d.resize(k / DTypeBlockElems(act) * quant::kVecDotRows);
     quant::TransposeBlockScales(act, o.act.data(), o.act_row, rows, k, o.block_d.data());
-    o.qs_storage.resize(rows * k + 64);
+    o.qs_storage.resize(quant::PackedQuantsBytes(act, k) + 64);
     const auto at = reinterpret_cast<uintptr_t>(o.qs_storage.data());
     o.qs = o.qs_storage.data() + ((64 - at % 64) % 64);
     quant::PackQuants(act, o.act.data(), o.act_row, rows, k, const_cast<int8_t*>(o.qs));

@@ -33,7 +33,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // The quants packed per group (ActRows::qs), 64-byte aligned, after the floats.
   const size_t floats_bytes =
       (sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups) + 63) & ~size_t{63};
-  const size_t group_qs = side_by_side ? static_cast<size_t>(k) * quant::kVecDotRows : 0;
+  const size_t group_qs = side_by_side ? quant::PackedQuantsBytes(act_type, k) : 0;
   const size_t bytes = acts_bytes + floats_bytes + group_qs * groups + 64;
   if (scratch->size() < bytes) scratch->resize(bytes);
   // The vector's storage is only 16-byte aligned: start at its first 64-byte boundary.

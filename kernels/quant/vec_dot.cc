@@ -395,10 +395,17 @@ void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int6
                 int8_t* qs) {
   const auto* base = static_cast<const uint8_t*>(rows_data);
   if (type == DType::kQ8_K) {
+    const int64_t nb = n / kQkK;
+    auto* sums = reinterpret_cast<int16_t*>(qs + kVecDotRows * n);
+    std::memset(sums, 0, sizeof(int16_t) * 32 * nb * (kVecDotRows / 4));
     for (int r = 0; r < rows; ++r) {
       const auto* blocks = As<BlockQ8_K>(base + r * stride);
-      for (int64_t i = 0; i < n / kQkK; ++i) {
+      for (int64_t i = 0; i < nb; ++i) {
         std::memcpy(qs + r * n + kQkK * i, blocks[i].qs, kQkK);
+        int16_t* row_sums = sums + 32 * ((r / 4) * nb + i) + 8 * (r % 4);
+        for (int k = 0; k < 8; ++k) {
+          row_sums[k] = static_cast<int16_t>(blocks[i].bsums[2 * k] + blocks[i].bsums[2 * k + 1]);
+        }
       }
     }
     return;
@@ -414,6 +421,12 @@ void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int6
       }
     }
   }
+}
+
+size_t PackedQuantsBytes(DType type, int64_t n) {
+  const auto quants = static_cast<size_t>(n) * kVecDotRows;
+  if (type != DType::kQ8_K) return quants;
+  return quants + sizeof(int16_t) * 32 * static_cast<size_t>(n / kQkK) * (kVecDotRows / 4);
 }
 
 float VecDotPortable(DType weight_type, int64_t n, const void* w, const void* act) {

@@ -27,9 +27,12 @@ inline constexpr int kVecDotRows = 8;
 // weight row (the AVX2 ones read `scales`).
 // `qs` may hold the rows' quants copied to 64-byte-aligned storage (PackQuants), so the
 // AVX-512 kernels' 64-byte loads never straddle two cache lines: Q8_K rows one after the
-// other (row r's n quants at qs + r * n); Q8_0 rows in pairs, rows 2p and 2p + 1 taking turns
-// block by block (32 bytes each, from qs + 2p * n), every byte XOR 0x80 (q + 128, unsigned:
-// what VPDPBUSD wants), an odd last row left out.
+// other (row r's n quants at qs + r * n), then, from qs + kVecDotRows * n, each block's eight
+// sums of 32 quants as int16 for rows in fours (block i of rows 4u .. 4u + 3 at 64 bytes
+// number u * n / 256 + i, row 4u + v's at 16 bytes number v, rows past `rows` 0: a Q4_K
+// kernel takes four rows' min products with one VPMADDWD); Q8_0 rows in pairs, rows 2p and
+// 2p + 1 taking turns block by block (32 bytes each, from qs + 2p * n), every byte XOR 0x80
+// (q + 128, unsigned: what VPDPBUSD wants), an odd last row left out.
 struct ActRows {
   const void* data = nullptr;
   size_t stride = 0;
@@ -53,8 +56,10 @@ void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int 
                           float* block_d);
 
 // The layout ActRows::qs describes, for rows [0, rows) of Q8_0 or Q8_K activations (`type`)
-// of width n, `stride` bytes apart: rows * n bytes at `qs` (64-byte aligned).
+// of width n, `stride` bytes apart, at `qs` (64-byte aligned, PackedQuantsBytes(type, n)).
 void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int64_t n, int8_t* qs);
+// The bytes PackQuants writes for kVecDotRows rows (a multiple of 64).
+size_t PackedQuantsBytes(DType type, int64_t n);
 
 // out[r * out_stride + c] = VecDot(weight_type, n, row c of w, row r of act) for r in
 // [0, act.rows) and c in [0, w.rows), 1 <= act.rows <= kVecDotRows.

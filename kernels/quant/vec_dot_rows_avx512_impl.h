@@ -221,10 +221,26 @@ void PairsQx_0(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* a
 // contiguous. The two halves' int32 lanes, added at the end of the block, are the AVX2
 // kernel's lanes (lane l of sub-block pairs plus lane l of the other), so the float work
 // after them is RowsQxK's and the bits are the same.
-template <int R, bool kFifth, typename Block>
+// With kSums32 (Q4_K with packed quants: ActRows::qs), the min products come from the packed
+// sums of 32 quants, four rows per VPMADDWD: lane t of a row is the integer the pair sums
+// give (sum over sub-blocks 2t, 2t + 1 of min * quant sum), its float work the same.
+template <int R, bool kFifth, bool kSums32, typename Block>
 void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uint8_t* act,
-                      size_t stride, const float* block_d, const QuantsK& quants, int64_t nb,
-                      float* out, int64_t os) {
+                      size_t stride, const float* block_d, const QuantsK& quants,
+                      const int16_t* sums32, int64_t nb, float* out, int64_t os) {
+  static_assert(!(kSums32 && kFifth));
+  constexpr int U = (R + 3) / 4;  // groups of four rows
+  // Words 0, 2, .., 14 of a 256-bit register in every 128-bit lane (ScalesMinsK4::mins16
+  // holds min t in word 2t); lane 4u + w / 4 of a row vector in lane w.
+  alignas(64) int16_t even_idx[32];
+  for (int w = 0; w < 32; ++w) even_idx[w] = static_cast<int16_t>(2 * (w % 8));
+  [[maybe_unused]] const __m512i even_words = _mm512_load_si512(even_idx);
+  [[maybe_unused]] __m512i quad_lanes[U];
+  for (int u = 0; u < U; ++u) {
+    alignas(64) int32_t idx[16];
+    for (int l = 0; l < 16; ++l) idx[l] = 4 * u + l / 4;
+    quad_lanes[u] = _mm512_load_si512(idx);
+  }
   const PairLanes pair_lanes;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i one = _mm512_set1_epi8(1);
@@ -243,8 +259,11 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
     const Block* x = reinterpret_cast<const Block*>(w + c * w_stride);
     __m512 acc[P + 1];
     __m512 acc_m[P + 1];
+    // kSums32: row 4u + v's four min accumulators in lanes 4v .. 4v + 3 of acc_q[u].
+    [[maybe_unused]] __m512 acc_q[U];
     float summs[R];
     for (int p = 0; p <= P; ++p) acc[p] = acc_m[p] = _mm512_setzero_ps();
+    for (int u = 0; u < U; ++u) acc_q[u] = _mm512_setzero_ps();
     for (int r = 0; r < R; ++r) summs[r] = 0;
     for (int64_t i = 0; i < nb; ++i) {
       const int8_t* y = quants.Block(i);
@@ -273,6 +292,15 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
       const __m256 ad = RowScales<R>(act, stride, block_d, i);
       const __m512 dx = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(xd)));
       const __m512 dm = _mm512_castps256_ps512(_mm256_mul_ps(ad, _mm256_set1_ps(-xdmin)));
+      if constexpr (kSums32) {
+        const __m512i mins = _mm512_permutexvar_epi16(even_words, _mm512_castsi256_si512(sm.mins16));
+        for (int u = 0; u < U; ++u) {
+          const __m512i prod =
+              _mm512_madd_epi16(_mm512_load_si512(sums32 + 32 * (u * nb + i)), mins);
+          acc_q[u] = _mm512_fmadd_ps(_mm512_permutexvar_ps(quad_lanes[u], dm),
+                                     _mm512_cvtepi32_ps(prod), acc_q[u]);
+        }
+      }
       for (int p = 0; p < P; ++p) {
         const BlockQ8_K& a = As<BlockQ8_K>(act + 2 * p * stride)[i];
         const BlockQ8_K& b = As<BlockQ8_K>(act + (2 * p + 1) * stride)[i];
@@ -289,7 +317,7 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
                               (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
             summs[2 * p + h] = std::fma(-y.d * xdmin, static_cast<float>(total), summs[2 * p + h]);
           }
-        } else {
+        } else if constexpr (!kSums32) {
           // MinProducts4 of both rows: lane 2k of a row's half is its lane k.
           const __m512i m = _mm512_madd_epi16(Pair(a.bsums, b.bsums), Both(sm.mins16));
           const __m512i prod = _mm512_add_epi32(m, _mm512_srli_epi64(m, 32));
@@ -304,7 +332,7 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
           const int total = (_mm_extract_epi32(prod, 0) + _mm_extract_epi32(prod, 1)) +
                             (_mm_extract_epi32(prod, 2) + _mm_extract_epi32(prod, 3));
           summs[R - 1] = std::fma(dmin, static_cast<float>(total), summs[R - 1]);
-        } else {
+        } else if constexpr (!kSums32) {
           acc_m[P] = _mm512_castps128_ps512(_mm_fmadd_ps(
               _mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), _mm512_castps512_ps128(acc_m[P])));
         }
@@ -316,9 +344,20 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
     }
     // Each row's eight lanes summed as RowsQxK ends, plus (Q4_K) its four min accumulators:
     // paired rows keep min k in lane 2k of their half, (m0 + m2) + (m1 + m3) in lane 0.
+    // kSums32: row 4u + v's (m0 + m2) + (m1 + m3) at mins_total[16u + 4v].
+    [[maybe_unused]] alignas(64) float mins_total[16 * U];
+    if constexpr (kSums32) {
+      for (int u = 0; u < U; ++u) {
+        __m512 m = acc_q[u];
+        m = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        _mm512_store_ps(mins_total + 16 * u, m);
+      }
+    }
+    auto row_mins = [&](int r) { return mins_total[16 * (r / 4) + 4 * (r % 4)]; };
     for (int p = 0; p < P; ++p) {
       __m512 sum = HalfSums(acc[p]);
-      if constexpr (!kFifth) {
+      if constexpr (!kFifth && !kSums32) {
         __m512 m = acc_m[p];
         m = _mm512_add_ps(m, _mm512_shuffle_f32x4(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
         m = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -330,6 +369,9 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
       if constexpr (kFifth) {
         *a += summs[2 * p];
         *b += summs[2 * p + 1];
+      } else if constexpr (kSums32) {
+        *a += row_mins(2 * p);
+        *b += row_mins(2 * p + 1);
       }
     }
     if constexpr (R % 2 == 1) {
@@ -338,6 +380,8 @@ void SubBlockPairsQxK(const uint8_t* w, size_t w_stride, int64_t cols, const uin
       float* o = out + (R - 1) * os + c;
       if constexpr (kFifth) {
         *o = sum + summs[R - 1];
+      } else if constexpr (kSums32) {
+        *o = sum + row_mins(R - 1);
       } else {
         __m128 m = _mm512_castps512_ps128(acc_m[P]);
         m = _mm_add_ps(m, _mm_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -447,9 +491,21 @@ void SubBlockPairsQxK(const WeightRows& w, const ActRows& act, int64_t nb, float
                       int64_t os) {
   const auto* wr = static_cast<const uint8_t*>(w.data);
   const auto* a = static_cast<const uint8_t*>(act.data);
+  const QuantsK quants(act, nb);
+  if constexpr (!kFifth) {
+    if (act.qs != nullptr) {
+      // The packed sums of 32 quants after the quants (ActRows::qs).
+      const auto* sums32 = reinterpret_cast<const int16_t*>(act.qs + kVecDotRows * nb * kQkK);
+      WithRows(act.rows, [&]<int R>() {
+        SubBlockPairsQxK<R, false, true, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
+                                                quants, sums32, nb, out, os);
+      });
+      return;
+    }
+  }
   WithRows(act.rows, [&]<int R>() {
-    SubBlockPairsQxK<R, kFifth, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
-                                       QuantsK(act, nb), nb, out, os);
+    SubBlockPairsQxK<R, kFifth, false, Block>(wr, w.stride, w.rows, a, act.stride, act.block_d,
+                                              quants, nullptr, nb, out, os);
   });
 }
 
