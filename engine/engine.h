@@ -72,8 +72,8 @@ struct EngineConfig {
   // Reuse the K/V of full blocks whose tokens (and tenant) match an earlier request's
   // (automatic prefix caching; docs/ARCHITECTURE.md). Off when kv_cache is false.
   bool enable_prefix_caching = true;
-  // KV cache element type: "auto" (the backend's default), "f32", "f16", "bf16", "int8" or
-  // "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
+  // KV cache element type: "auto" (the backend's default: f16 on CPU), "f32", "f16", "bf16",
+  // "int8" or "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   // When blocks run out, the victim recomputes or swaps out to `swap_space` bytes of host

@@ -20,7 +20,7 @@
 # Environment: BUILD (default build), THREADS (2), ROUNDS (3), WEIGHTS ("f32 q8_0 q4_k_m"),
 # LEVELS ("1:6 16:64", concurrency:requests), GRPC (1; 0 skips the gRPC runs), OUT (a folder
 # for the JSON results; default a temp dir), PAGODA_ARGS (more `pagoda serve` flags, e.g.
-# "--kv-cache-dtype f16"). Run it on a quiet machine.
+# "--kv-cache-dtype f32"). Both servers keep K/V in f16 by default. Run it on a quiet machine.
 set -euo pipefail
 
 llama_server=${1:?usage: $0 LLAMA_SERVER [LLAMA_QUANTIZE]}

@@ -47,7 +47,8 @@ TEST(CliTest, GenerateJsonMatchesGolden) {
     for (const auto& c : golden) {
       const Result r = Pagoda(absl::StrCat("generate --model ", Stories(), " --prompt '",
                                            c.at("prompt").get<std::string>(),
-                                           "' --max-tokens 64 --temperature 0 --json ", flags));
+                                           "' --max-tokens 64 --temperature 0 --json ",
+                                           "--kv-cache-dtype f32 ", flags));
       ASSERT_EQ(r.exit_code, 0) << flags;
       const auto j = nlohmann::json::parse(r.out);
       EXPECT_EQ(j.at("prompt_token_ids"), c.at("prompt_token_ids")) << flags;

@@ -82,7 +82,8 @@ TEST(EngineTest, ThirtyTwoPromptsWithPreemptionEqualEachAlone) {
   EXPECT_EQ(s.num_swap_outs, 0);
 }
 
-engine::EngineConfig SwapConfig(int64_t swap_space, const std::string& kv_dtype = "auto") {
+// An f32 cache unless told: the sizes below count 4-byte elements.
+engine::EngineConfig SwapConfig(int64_t swap_space, const std::string& kv_dtype = "f32") {
   return {.block_size = 4,
           .num_blocks = 40,
           .kv_cache_dtype = kv_dtype,
@@ -120,8 +121,9 @@ TEST(EngineTest, AutoPreemptionSwapsOnTheCpuIntoASpaceAsLargeAsTheCache) {
   auto automatic =
       testing::StoriesEngine({.num_blocks = 64, .preemption_mode = engine::PreemptionMode::kAuto});
   auto sized = testing::StoriesEngine({.num_blocks = 64,
+                                       .kv_cache_dtype = "f16",
                                        .preemption_mode = engine::PreemptionMode::kAuto,
-                                       .swap_space = 10 * 20480});  // 16-token blocks: 20,480 B
+                                       .swap_space = 10 * 10240});  // 16-token f16 blocks: 10,240 B
   ASSERT_NE(automatic, nullptr);
   ASSERT_NE(sized, nullptr);
   EXPECT_EQ(automatic->Stats().num_swap_blocks, 64);

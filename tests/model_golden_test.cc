@@ -53,7 +53,8 @@ class GoldenBlockSizeTest : public ::testing::TestWithParam<int32_t> {};
 TEST_P(GoldenBlockSizeTest, GreedyMatchesLlamaCpp) {
   const std::vector<GoldenCase> cases = LoadGolden();
   ASSERT_EQ(cases.size(), 2u);
-  auto engine = testing::StoriesEngine({.block_size = GetParam()});
+  // The references were made with an f32 cache (-ctk f32 -ctv f32): so is this.
+  auto engine = testing::StoriesEngine({.block_size = GetParam(), .kv_cache_dtype = "f32"});
   ASSERT_NE(engine, nullptr);
   for (const GoldenCase& c : cases) {
     SCOPED_TRACE("prompt '" + c.prompt + "'");
@@ -81,7 +82,8 @@ class VariantGoldenTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(VariantGoldenTest, GreedyMatchesLlamaCpp) {
   const std::vector<GoldenCase> cases = LoadGolden(GetParam() + ".golden.json");
   ASSERT_FALSE(cases.empty());
-  auto engine = testing::ModelEngine(GetParam() + ".gguf", {.block_size = 16});
+  auto engine =
+      testing::ModelEngine(GetParam() + ".gguf", {.block_size = 16, .kv_cache_dtype = "f32"});
   ASSERT_NE(engine, nullptr);
   for (const GoldenCase& c : cases) {
     SCOPED_TRACE("prompt of " + std::to_string(c.prompt_ids.size()) + " tokens");
@@ -110,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Stories260KVariants, VariantGoldenTest,
 
 TEST(GoldenTest, TextPromptThroughTheEngineTokenizer) {
   const std::vector<GoldenCase> cases = LoadGolden();
-  auto engine = testing::StoriesEngine();
+  auto engine = testing::StoriesEngine({.kv_cache_dtype = "f32"});
   ASSERT_NE(engine, nullptr);
   engine::GenerationRequest r;
   r.prompt = cases[0].prompt;

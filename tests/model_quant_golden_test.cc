@@ -23,7 +23,9 @@ std::unique_ptr<engine::Engine> StartEngine(const std::string& path) {
   auto backend = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return nullptr;
-  auto engine = engine::Engine::Create({}, *std::move(file), *std::move(backend));
+  // An f32 cache, as the references were made (-ctk f32 -ctv f32).
+  auto engine =
+      engine::Engine::Create({.kv_cache_dtype = "f32"}, *std::move(file), *std::move(backend));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return nullptr;
   (*engine)->Start();

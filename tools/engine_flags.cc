@@ -83,7 +83,8 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "bytes of one stop string at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                  "KV cache element type: auto (the backend's: f32 on CPU), f32, f16, bf16, "
+                  "KV cache element type: auto (the backend's: f16 on CPU, the activation type on "
+                  "CUDA), f32, f16, bf16, "
                   "int8 (CPU: K ranges per block, head and channel, V a scale per token and "
                   "head) or fp8 (CUDA: e4m3); --kv-cache-memory counts its bytes, so a smaller "
                   "type holds more blocks")

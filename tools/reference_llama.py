@@ -226,7 +226,8 @@ def main():
     out = subprocess.run([args.pagoda, "generate", "--model", args.model, "--prompt",
                           args.prompt, "--temperature", "0", "--max-tokens", str(args.steps),
                           "--logprobs", str(args.top), "--ignore-eos", "--json",
-                          "--threads", "1"], check=True, capture_output=True, text=True)
+                          "--threads", "1", "--kv-cache-dtype", "f32"],
+                         check=True, capture_output=True, text=True)
     got = json.loads(out.stdout)
     ref = greedy(Llama(Gguf(args.model)), got["prompt_token_ids"], args.steps, args.top)
     worst = 0.0
