@@ -24,6 +24,12 @@
 namespace pagoda::model {
 namespace {
 
+// The backend's own KV type, but f32 on the CPU: the oracle keeps the exact float32 cache
+// (the CPU default is f16).
+kernels::DType OracleKvDtype(const kernels::Backend& be) {
+  return be.name() == "cpu" ? kernels::DType::kF32 : be.kv_dtype();
+}
+
 using kernels::BatchInput;
 using kernels::KvCacheShape;
 using kernels::PagedKvCache;
@@ -40,7 +46,7 @@ std::vector<int32_t> Greedy(LlamaModel& model, const std::vector<int32_t>& promp
                            .block_size = kBlock,
                            .num_kv_heads = c.num_kv_heads,
                            .head_dim = c.head_dim,
-                           .dtype = be.kv_dtype()};
+                           .dtype = OracleKvDtype(be)};
   auto memory = be.Allocate(shape.total_bytes());
   EXPECT_TRUE(memory.ok());
   if (!memory.ok()) return {};
@@ -194,7 +200,7 @@ std::vector<float> LastLogits(LlamaModel& model, const std::vector<int32_t>& pro
                            .block_size = kBlock,
                            .num_kv_heads = c.num_kv_heads,
                            .head_dim = c.head_dim,
-                           .dtype = be.kv_dtype()};
+                           .dtype = OracleKvDtype(be)};
   auto memory = be.Allocate(shape.total_bytes());
   EXPECT_TRUE(memory.ok());
   if (!memory.ok()) return {};

@@ -32,6 +32,12 @@
 namespace pagoda::model {
 namespace {
 
+// The backend's own KV type, but f32 on the CPU: the oracle keeps the exact float32 cache
+// (the CPU default is f16).
+kernels::DType OracleKvDtype(const kernels::Backend& be) {
+  return be.name() == "cpu" ? kernels::DType::kF32 : be.kv_dtype();
+}
+
 using kernels::BatchInput;
 using kernels::KvCacheShape;
 using kernels::PagedKvCache;
@@ -69,7 +75,7 @@ class Decoder {
               .block_size = kBlock,
               .num_kv_heads = c.num_kv_heads,
               .head_dim = c.head_dim,
-              .dtype = be.kv_dtype()};
+              .dtype = OracleKvDtype(be)};
     auto memory = be.Allocate(shape_.total_bytes());
     EXPECT_TRUE(memory.ok()) << memory.status();
     if (memory.ok()) memory_ = std::move(*memory);
