@@ -60,9 +60,9 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
       quant::PackQuants(act_type, acts + r * act_row, act_row, rows, k, packed + g * group_qs);
     }
   };
-  // A work item's weight rows (kColumnGrain of them: 7 KB of Q4_K at K = 768, 18 KB at
-  // K = 2048) stay in L1 while each group of kVecDotRows activation rows, loaded once into
-  // L1, meets all of them.
+  // Each group of kVecDotRows activation rows (in L1) meets all of the range's weight rows
+  // in one VecDotRows call, which sets its kernel up once (measured faster than calls of a
+  // few L1-resident weight rows looping over the groups: docs/ARCHITECTURE.md).
   auto columns = [&](int64_t m0, int64_t m1) {
     for (int64_t r = 0; r < n; r += quant::kVecDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r));
