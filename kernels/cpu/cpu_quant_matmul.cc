@@ -26,6 +26,8 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
   const bool side_by_side = act_type == DType::kQ8_K || act_type == DType::kQ8_0;
+  // The packed quants (ActRows::qs) only the AVX-512 kernels read.
+  const bool pack = side_by_side && quant::CpuHasAvx512Rows();
   const int64_t groups = (n + quant::kVecDotRows - 1) / quant::kVecDotRows;
   const int64_t scale_row = wide ? k / 32 : 0;
   const int64_t group_d = side_by_side ? k / DTypeBlockElems(act_type) * quant::kVecDotRows : 0;
@@ -33,7 +35,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // The quants packed per group (ActRows::qs), 64-byte aligned, after the floats.
   const size_t floats_bytes =
       (sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups) + 63) & ~size_t{63};
-  const size_t group_qs = side_by_side ? quant::PackedQuantsBytes(act_type, k) : 0;
+  const size_t group_qs = pack ? quant::PackedQuantsBytes(act_type, k) : 0;
   const size_t bytes = acts_bytes + floats_bytes + group_qs * groups + 64;
   if (scratch->size() < bytes) scratch->resize(bytes);
   // The vector's storage is only 16-byte aligned: start at its first 64-byte boundary.
@@ -57,7 +59,9 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
       const int rows = static_cast<int>(std::min<int64_t>(quant::kVecDotRows, n - r));
       quant::TransposeBlockScales(act_type, acts + r * act_row, act_row, rows, k,
                                   block_d + g * group_d);
-      quant::PackQuants(act_type, acts + r * act_row, act_row, rows, k, packed + g * group_qs);
+      if (pack) {
+        quant::PackQuants(act_type, acts + r * act_row, act_row, rows, k, packed + g * group_qs);
+      }
     }
   };
   // Each group of kVecDotRows activation rows (in L1) meets all of the range's weight rows
@@ -73,7 +77,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .scales = wide ? scales + r * scale_row : nullptr,
           .scale_stride = static_cast<size_t>(scale_row),
           .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr,
-          .qs = side_by_side ? packed + r / quant::kVecDotRows * group_qs : nullptr};
+          .qs = pack ? packed + r / quant::kVecDotRows * group_qs : nullptr};
       const quant::WeightRows weights{
           .data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
       quant::VecDotRows(w.dtype, k, weights, act, out.row<float>(r) + m0, out.stride);
