@@ -3,7 +3,9 @@
 //   MatMul/<type>/M:<rows>/N:<out>/K:<in>   x [M, K] * w[N, K]^T, w in f32, q8_0, q4_0,
 //       q4_k, q5_k or q6_k (quantized with kernels/quant); counters GFLOP/s (2*M*N*K), weight
 //       GB/s (bytes of w per product) and, for quantized weights (whose products are 8-bit
-//       integer dot products), %int8_peak.
+//       integer dot products), %int8_peak. Where the CPU has AVX-512 VNNI, q4_k_x16 and
+//       q8_0_x16 rows: the same weights after PrepareMatMulWeight (the interleaved layouts
+//       the CPU backend serves Q4_K and Q8_0 in).
 //   Attention/hd:<head_dim>/batch:<seqs>/ctx:<tokens>/q:<query tokens per seq>   paged
 //       attention, 12 query heads over 4 KV heads (GQA 3:1), block size 16; counter KV GB/s
 //       (bytes of each sequence's K and V, read once).
@@ -33,6 +35,7 @@
 #include "bench/kernels_bench_peak.h"
 #include "kernels/backend.h"
 #include "kernels/quant/half.h"
+#include "kernels/quant/q4_k_x16.h"
 #include "kernels/quant/quantize.h"
 
 namespace pagoda::bench {
@@ -129,7 +132,10 @@ bool Check(benchmark::State& state, const absl::Status& s) {
   return s.ok();
 }
 
-void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t n, int64_t k) {
+// With `prepare`, the weight goes through PrepareMatMulWeight as a model's do (the CPU
+// backend's interleaved Q4_K and Q8_0 layouts).
+void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t n, int64_t k,
+               bool prepare) {
   kernels::Backend& be = CpuBackend();
   const std::vector<float> w_host = RandomFloats(n * k, 1);
   absl::StatusOr<kernels::OwnedTensor> w;
@@ -144,6 +150,7 @@ void BM_MatMul(benchmark::State& state, kernels::DType type, int64_t m, int64_t 
     w = be.CreateWeightRaw(type, raw.data(), n, k);
   }
   if (!Check(state, w.status())) return;
+  if (prepare && !Check(state, be.PrepareMatMulWeight(&*w))) return;
   auto x = be.AllocateTensor(be.activation_dtype(), m, k);
   auto out = be.AllocateTensor(be.activation_dtype(), m, n);
   if (!Check(state, x.status()) || !Check(state, out.status())) return;
@@ -297,7 +304,19 @@ void RegisterAll() {
       for (int64_t m : {1, 16, 64, 512}) {
         const std::string name = absl::StrCat("MatMul/", std::string(kernels::DTypeName(type)),
                                               "/M:", m, "/N:", nk[0], "/K:", nk[1]);
-        benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, m, nk[0], nk[1])
+        benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, m, nk[0], nk[1], false)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        // The layout the CPU backend serves these types in where it interleaves them.
+        const kernels::DType interleaved = type == kernels::DType::kQ4_K ? kernels::DType::kQ4_Kx16
+                                           : type == kernels::DType::kQ8_0
+                                               ? kernels::DType::kQ8_0x16
+                                               : type;
+        if (interleaved == type || !kernels::quant::CpuHasQ4_Kx16()) continue;
+        const std::string name2 =
+            absl::StrCat("MatMul/", std::string(kernels::DTypeName(interleaved)), "/M:", m,
+                         "/N:", nk[0], "/K:", nk[1]);
+        benchmark::RegisterBenchmark(name2.c_str(), BM_MatMul, type, m, nk[0], nk[1], true)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }

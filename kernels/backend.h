@@ -61,6 +61,10 @@ class Backend {
   // InvalidArgument when cols is not a whole number of blocks or `type` is activation-only.
   virtual absl::StatusOr<OwnedTensor> CreateWeightRaw(DType type, const void* data, int64_t rows,
                                                       int64_t cols);
+  // Called at load for a weight the model passes to MatMul as `w` and to nothing else but
+  // ReadF32: the backend may re-lay it out for its matmul kernels, replacing *weight (its
+  // buffer, data and dtype; same rows and cols). The default keeps it as it is.
+  virtual absl::Status PrepareMatMulWeight(OwnedTensor* /*weight*/) { return absl::OkStatus(); }
   // Copies a tensor of any dtype to host fp32 [rows, cols], waiting for queued ops.
   virtual absl::Status ReadF32(const Tensor& x, float* host) = 0;
   // Waits for queued ops and reports the first failure since the last call.

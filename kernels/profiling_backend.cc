@@ -75,6 +75,10 @@ absl::Status ProfilingBackend::Synchronize() {
   return status;
 }
 
+absl::Status ProfilingBackend::PrepareMatMulWeight(OwnedTensor* weight) {
+  return inner_->PrepareMatMulWeight(weight);
+}
+
 void ProfilingBackend::NameWeight(const Tensor& weight, std::string_view role) {
   weight_labels_[weight.data] = absl::StrCat("matmul ", std::string(role));
   inner_->NameWeight(weight, role);

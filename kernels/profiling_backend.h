@@ -47,6 +47,7 @@ class ProfilingBackend final : public Backend {
   absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows, int64_t cols) override;
   absl::StatusOr<OwnedTensor> CreateWeightRaw(DType type, const void* data, int64_t rows,
                                               int64_t cols) override;
+  absl::Status PrepareMatMulWeight(OwnedTensor* weight) override;
   absl::Status ReadF32(const Tensor& x, float* host) override;
   absl::Status Synchronize() override;
   void NameWeight(const Tensor& weight, std::string_view role) override;

@@ -213,11 +213,18 @@ absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
         LoadStacked(file, {{p + "ffn_gate.weight", c.ffn_dim}, {p + "ffn_up.weight", c.ffn_dim}},
                     c.dim, &L.w_gate_up));
     RETURN_IF_ERROR(load_matrix(p + "ffn_down.weight", c.dim, c.ffn_dim, &L.w_down));
+    // The layer's matrices are only ever MatMul's weights: the backend may re-lay them out.
+    for (OwnedTensor* w : {&L.wo, &L.w_down}) RETURN_IF_ERROR(backend_->PrepareMatMulWeight(w));
+    for (StackedWeight* s : {&L.wqkv, &L.w_gate_up}) {
+      for (OwnedTensor& w : s->parts) RETURN_IF_ERROR(backend_->PrepareMatMulWeight(&w));
+    }
     for (const OwnedTensor& w : L.wqkv.parts) backend_->NameWeight(w.view, "qkv");
     backend_->NameWeight(L.wo.view, "o");
     for (const OwnedTensor& w : L.w_gate_up.parts) backend_->NameWeight(w.view, "gate_up");
     backend_->NameWeight(L.w_down.view, "down");
   }
+  // A tied head is also the embedding table (Embed reads its rows): kept as it is.
+  if (!c.tied_embeddings) RETURN_IF_ERROR(backend_->PrepareMatMulWeight(&output_));
   backend_->NameWeight(c.tied_embeddings ? token_embd_.view : output_.view, "lm_head");
   return absl::OkStatus();
 }

@@ -115,38 +115,73 @@ hn::Vec<D> TransposeSums(D d, float* part) {
   return hn::Load(d, part);
 }
 
-// s[t] = scale * dot(q_r, k_rows[t]) for every row r and token t < visible(r), a vector of
-// tokens at a time (the last vector may run past visible(r), up to k_rows[n - 1]: those
-// scores are SoftmaxStep's to overwrite). One way of computing a score for every tile
-// shape: two accumulators over head_dim (even and odd vectors), added, then the lanes
-// summed pairwise, so a query's result does not depend on how many other queries share
-// its tile (batch invariance, docs/ARCHITECTURE.md).
-template <class D, typename T>
-void Scores(D d, const TileArgs& a, const T* const* k_rows, const Visible& visible, int32_t n,
-            int32_t rows, float* scores) {
+// s[t] = scale * dot(q_r, k_rows[t]) for the R rows from r0 (one query token's heads of
+// this KV head: the same visible count `vis`) and every token t < vis, a vector of tokens
+// at a time (the last vector may run past vis, up to k_rows[n - 1]: those scores are
+// SoftmaxStep's to overwrite). Each K vector is loaded (widened) once for the R rows. One
+// way of computing a score for every tile shape: two accumulators over head_dim (even and
+// odd vectors), added, then the lanes summed pairwise, so a query's result does not depend
+// on how many other queries share its tile (batch invariance, docs/ARCHITECTURE.md).
+template <int R, class D, typename T>
+void ScoreRows(D d, const TileArgs& a, const T* const* k_rows, int32_t n, int32_t vis, int32_t r0,
+               float* scores) {
   const int32_t lanes = static_cast<int32_t>(hn::Lanes(d));
   const int32_t dim = a.head_dim;
   const auto scale = hn::Set(d, a.scale);
-  HWY_ALIGN float part[(HWY_MAX_BYTES / sizeof(float)) * (HWY_MAX_BYTES / sizeof(float))];
-  for (int32_t r = 0; r < rows; ++r) {
-    const float* q = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
-    const int32_t vis = visible(r);
-    for (int32_t t0 = 0; t0 < vis; t0 += lanes) {
-      for (int32_t j = 0; j < lanes; ++j) {
-        const T* k = k_rows[std::min(t0 + j, n - 1)];
-        auto acc0 = hn::Zero(d);
-        auto acc1 = hn::Zero(d);
-        int32_t e = 0;
-        for (; e + 2 * lanes <= dim; e += 2 * lanes) {
-          acc0 = hn::MulAdd(hn::LoadU(d, q + e), LoadKv(d, k + e), acc0);
-          acc1 = hn::MulAdd(hn::LoadU(d, q + e + lanes), LoadKv(d, k + e + lanes), acc1);
+  constexpr int32_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  HWY_ALIGN float part[R][kMaxLanes * kMaxLanes];
+  const float* q[R];
+  for (int32_t i = 0; i < R; ++i) {
+    const int32_t r = r0 + i;
+    q[i] = a.q + (r / a.group) * a.q_stride + (r % a.group) * int64_t{dim};
+  }
+  for (int32_t t0 = 0; t0 < vis; t0 += lanes) {
+    for (int32_t j = 0; j < lanes; ++j) {
+      const T* k = k_rows[std::min(t0 + j, n - 1)];
+      hn::Vec<D> acc0[R], acc1[R];
+      for (int32_t i = 0; i < R; ++i) acc0[i] = acc1[i] = hn::Zero(d);
+      int32_t e = 0;
+      for (; e + 2 * lanes <= dim; e += 2 * lanes) {
+        const auto k0 = LoadKv(d, k + e), k1 = LoadKv(d, k + e + lanes);
+        for (int32_t i = 0; i < R; ++i) {
+          acc0[i] = hn::MulAdd(hn::LoadU(d, q[i] + e), k0, acc0[i]);
+          acc1[i] = hn::MulAdd(hn::LoadU(d, q[i] + e + lanes), k1, acc1[i]);
         }
-        for (; e < dim; e += lanes) {
-          acc0 = hn::MulAdd(hn::LoadU(d, q + e), LoadKv(d, k + e), acc0);
-        }
-        hn::Store(hn::Add(acc0, acc1), d, part + j * lanes);
       }
-      hn::StoreU(hn::Mul(TransposeSums(d, part), scale), d, scores + r * kChunk + t0);
+      for (; e < dim; e += lanes) {
+        const auto k0 = LoadKv(d, k + e);
+        for (int32_t i = 0; i < R; ++i) acc0[i] = hn::MulAdd(hn::LoadU(d, q[i] + e), k0, acc0[i]);
+      }
+      for (int32_t i = 0; i < R; ++i) hn::Store(hn::Add(acc0[i], acc1[i]), d, part[i] + j * lanes);
+    }
+    for (int32_t i = 0; i < R; ++i) {
+      hn::StoreU(hn::Mul(TransposeSums(d, part[i]), scale), d, scores + (r0 + i) * kChunk + t0);
+    }
+  }
+}
+
+// ScoreRows for every row: a query token's `group` rows (one visible count) up to four at a
+// time.
+template <class D, typename T>
+void Scores(D d, const TileArgs& a, const T* const* k_rows, const Visible& visible, int32_t n,
+            int32_t rows, float* scores) {
+  for (int32_t r0 = 0; r0 < rows; r0 += a.group) {
+    const int32_t vis = visible(r0);
+    for (int32_t g = 0; g < a.group; g += 4) {
+      switch (std::min(4, a.group - g)) {
+        case 1:
+          ScoreRows<1>(d, a, k_rows, n, vis, r0 + g, scores);
+          break;
+        case 2:
+          ScoreRows<2>(d, a, k_rows, n, vis, r0 + g, scores);
+          break;
+        case 3:
+          ScoreRows<3>(d, a, k_rows, n, vis, r0 + g, scores);
+          break;
+        default:
+          ScoreRows<4>(d, a, k_rows, n, vis, r0 + g, scores);
+          break;
+      }
     }
   }
 }

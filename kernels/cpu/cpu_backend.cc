@@ -20,6 +20,8 @@
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
 #include "kernels/quant/dequantize.h"
+#include "kernels/quant/q4_k_x16.h"
+#include "kernels/quant/q8_0_x16.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -115,9 +117,41 @@ class CpuBackend final : public Backend {
     return t;
   }
 
+  // Q4_K and Q8_0 matrices of whole groups of sixteen rows are interleaved (q4_k_x16.h,
+  // q8_0_x16.h) where the CPU runs those layouts' kernels: every product of the weight then
+  // goes through them, whatever the number of rows, so the results stay batch-invariant
+  // (docs/ARCHITECTURE.md).
+  absl::Status PrepareMatMulWeight(OwnedTensor* weight) override {
+    const Tensor& w = weight->view;
+    const bool q4_k = w.dtype == DType::kQ4_K, q8_0 = w.dtype == DType::kQ8_0;
+    if (!(q4_k || q8_0) || !w.contiguous() || w.rows % quant::kQ4_KxRows != 0 ||
+        !quant::CpuHasQ4_Kx16()) {
+      return absl::OkStatus();
+    }
+    auto t = AllocateTensor(q4_k ? DType::kQ4_Kx16 : DType::kQ8_0x16, w.rows, w.cols);
+    if (!t.ok()) return t.status();
+    if (q4_k) {
+      quant::InterleaveQ4_K(w.data, w.rows, w.cols, t->view.data);
+    } else {
+      quant::InterleaveQ8_0(w.data, w.rows, w.cols, t->view.data);
+    }
+    *weight = *std::move(t);
+    return absl::OkStatus();
+  }
+
   absl::Status ReadF32(const Tensor& x, float* host) override {
     if (x.dtype == DType::kQ8_1 || x.dtype == DType::kQ8_K) {
       return absl::InvalidArgumentError("cpu: cannot read an activation-format tensor");
+    }
+    if (x.dtype == DType::kQ4_Kx16 || x.dtype == DType::kQ8_0x16) {
+      for (int64_t r = 0; r < x.rows; ++r) {
+        if (x.dtype == DType::kQ4_Kx16) {
+          quant::DequantizeQ4_Kx16Row(x.data, r, x.cols, host + r * x.cols);
+        } else {
+          quant::DequantizeQ8_0x16Row(x.data, r, x.cols, host + r * x.cols);
+        }
+      }
+      return absl::OkStatus();
     }
     for (int64_t r = 0; r < x.rows; ++r) {
       quant::DequantizeRow(x.dtype, x.row_bytes(r), host + r * x.cols, x.cols);

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "kernels/quant/activation_quant.h"
+#include "kernels/quant/q4_k_x16.h"
+#include "kernels/quant/q8_0_x16.h"
 #include "kernels/quant/vec_dot_rows.h"
 
 namespace pagoda::kernels::cpu {
@@ -10,8 +12,9 @@ namespace {
 
 // Products below this many multiply-adds run on the calling thread.
 constexpr int64_t kMinParallelMacs = 1 << 18;
-// Output columns per work item.
+// Output columns per work item (one interleaved group of Q4_Kx16 rows).
 constexpr int64_t kColumnGrain = 16;
+static_assert(kColumnGrain % quant::kQ4_KxRows == 0);
 
 }  // namespace
 
@@ -25,7 +28,12 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // kernels); Q8_0 and Q8_K ones their block scales per group of kVecDotRows rows side by
   // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
-  const bool side_by_side = act_type == DType::kQ8_K || act_type == DType::kQ8_0;
+  // Interleaved weights (q4_k_x16.h, q8_0_x16.h): Q4_K's kernel reads the Q8_K rows as they
+  // are, Q8_0's the widened scales and each row's quants biased (BiasQuantsQ8_0, per group
+  // where the packed quants go).
+  const bool x16 = w.dtype == DType::kQ4_Kx16 || w.dtype == DType::kQ8_0x16;
+  const bool biased = w.dtype == DType::kQ8_0x16;
+  const bool side_by_side = !x16 && (act_type == DType::kQ8_K || act_type == DType::kQ8_0);
   // The packed quants (ActRows::qs) only the AVX-512 kernels read.
   const bool pack = side_by_side && quant::CpuHasAvx512Rows();
   const int64_t groups = (n + quant::kVecDotRows - 1) / quant::kVecDotRows;
@@ -35,7 +43,9 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // The quants packed per group (ActRows::qs), 64-byte aligned, after the floats.
   const size_t floats_bytes =
       (sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups) + 63) & ~size_t{63};
-  const size_t group_qs = pack ? quant::PackedQuantsBytes(act_type, k) : 0;
+  const size_t group_qs = pack     ? quant::PackedQuantsBytes(act_type, k)
+                          : biased ? static_cast<size_t>(k) * quant::kVecDotRows
+                                   : 0;
   const size_t bytes = acts_bytes + floats_bytes + group_qs * groups + 64;
   if (scratch->size() < bytes) scratch->resize(bytes);
   // The vector's storage is only 16-byte aligned: start at its first 64-byte boundary.
@@ -50,6 +60,11 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
     for (int64_t r = begin; r < end; ++r) {
       quant::QuantizeActivations(act_type, x.row<const float>(r), acts + r * act_row, k);
       if (wide) quant::WidenScales(acts + r * act_row, k, scales + r * scale_row);
+      if (biased) {
+        quant::BiasQuantsQ8_0(acts + r * act_row, k,
+                              reinterpret_cast<uint8_t*>(packed) +
+                                  r / quant::kVecDotRows * group_qs + r % quant::kVecDotRows * k);
+      }
     }
   };
   // After quantize_rows: each group's block scales, from the rows it holds.
@@ -77,7 +92,17 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .scales = wide ? scales + r * scale_row : nullptr,
           .scale_stride = static_cast<size_t>(scale_row),
           .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr,
-          .qs = pack ? packed + r / quant::kVecDotRows * group_qs : nullptr};
+          .qs = pack || biased ? packed + r / quant::kVecDotRows * group_qs : nullptr};
+      if (x16) {
+        const int64_t w_groups = (m1 - m0) / quant::kQ4_KxRows;
+        float* o = out.row<float>(r) + m0;
+        if (biased) {
+          quant::VecDotQ8_0x16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);
+        } else {
+          quant::VecDotQ4_Kx16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);
+        }
+        continue;
+      }
       const quant::WeightRows weights{
           .data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
       quant::VecDotRows(w.dtype, k, weights, act, out.row<float>(r) + m0, out.stride);

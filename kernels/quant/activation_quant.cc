@@ -90,6 +90,7 @@ DType VecDotType(DType weight_type) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kQ8_0:
+    case DType::kQ8_0x16:
       return DType::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1:
@@ -97,6 +98,7 @@ DType VecDotType(DType weight_type) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
+    case DType::kQ4_Kx16:
     case DType::kQ5_K:
     case DType::kQ6_K:
       return DType::kQ8_K;

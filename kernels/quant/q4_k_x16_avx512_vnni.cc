@@ -1,0 +1,159 @@
+// The AVX-512 VNNI kernel of interleaved Q4_K weights (q4_k_x16.h), reached only after
+// CpuHasQ4_Kx16(). Each 512-bit lane is one of a group's sixteen weight rows: VPDPBUSD
+// multiplies four of its quants by four activation bytes broadcast to every lane, eight of
+// them give a sub-block's sums, one VPMULLD scales them; the block's integer dot product and
+// min products then go through VecDotQ4_Kx16's float operations, lane by lane.
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+// GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*() (both
+// warnings).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/quant/q4_k_x16.h"
+#include "kernels/quant/quant_types.h"
+
+namespace pagoda::kernels::quant {
+namespace {
+
+// Four bytes at p broadcast to every 32-bit lane (an embedded-broadcast operand).
+inline __m512i Broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The eight 6-bit scales and mins of sixteen rows (ScaleMinK4, one row per byte lane).
+struct ScalesMins {
+  __m128i sc[8];
+  __m128i mn[8];
+  explicit ScalesMins(const BlockQ4_Kx16& b) {
+    __m128i q[12];
+#pragma GCC unroll 16
+    for (int k = 0; k < 12; ++k) {
+      q[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales[k]));
+    }
+    const __m128i m63 = _mm_set1_epi8(63), m0f = _mm_set1_epi8(0x0F), m30 = _mm_set1_epi8(0x30);
+#pragma GCC unroll 16
+    for (int j = 0; j < 4; ++j) {
+      sc[j] = _mm_and_si128(q[j], m63);
+      mn[j] = _mm_and_si128(q[j + 4], m63);
+      // (q >> 6) << 4 of a byte: its bits 6 and 7 moved to 4 and 5.
+      sc[j + 4] =
+          _mm_or_si128(_mm_and_si128(q[j + 8], m0f), _mm_and_si128(_mm_srli_epi16(q[j], 2), m30));
+      mn[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q[j + 8], 4), m0f),
+                               _mm_and_si128(_mm_srli_epi16(q[j + 4], 2), m30));
+    }
+  }
+};
+
+template <int R>
+void Kernel(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t stride, float* out,
+            int64_t os) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // The float accumulators live in `out`: the integer sums need the registers.
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, _mm512_setzero_ps());
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ4_Kx16& b = x[i];
+    const ScalesMins sm(b);
+    // The min products first (VecDotQ4_Kx16's order): each min as an int16 pair (min, min),
+    // VPDPWSSD with a sub-block's two 16-quant sums.
+    {
+      __m512i mins[8];
+#pragma GCC unroll 16
+      for (int s = 0; s < 8; ++s) {
+        const __m512i m = _mm512_cvtepu8_epi32(sm.mn[s]);
+        mins[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+      }
+      const __m512 dmin =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.dmin)));
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i];
+        __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int s = 0; s < 8; ++s) {
+          m = _mm512_dpwssd_epi32(m, mins[s], Broadcast4(y.bsums + 2 * s));
+        }
+        const __m512 acc = _mm512_loadu_ps(out + r * os);
+        _mm512_storeu_ps(out + r * os, _mm512_fnmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(y.d)),
+                                                        _mm512_cvtepi32_ps(m), acc));
+      }
+    }
+    __m512i dot[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int s = 0; s < 8; ++s) {
+      const int j = s / 2, h = s % 2;
+      __m512i q[8];
+#pragma GCC unroll 16
+      for (int k = 0; k < 8; ++k) {
+        const __m512i raw = _mm512_loadu_si512(b.qs[j][k]);
+        q[k] = _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
+      }
+      const __m512i scale = _mm512_cvtepu8_epi32(sm.sc[s]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const int8_t* y = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].qs + 32 * s;
+        __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int k = 0; k < 8; ++k) t = _mm512_dpbusd_epi32(t, q[k], Broadcast4(y + 4 * k));
+        dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t, scale));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.d)));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
+      const __m512 acc = _mm512_loadu_ps(out + r * os);
+      _mm512_storeu_ps(out + r * os, _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)),
+                                                     _mm512_cvtepi32_ps(dot[r]), acc));
+    }
+  }
+}
+
+}  // namespace
+
+bool CpuHasQ4_Kx16() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+void VecDotQ4_Kx16Rows(int64_t n, const void* w, int64_t groups, const ActRows& act, float* out,
+                       int64_t out_stride) {
+  const int64_t nb = n / kQkK;
+  const auto* x = static_cast<const BlockQ4_Kx16*>(w);
+  const auto* a = static_cast<const uint8_t*>(act.data);
+  auto run = [&]<int R>() {
+    for (int64_t g = 0; g < groups; ++g) {
+      Kernel<R>(x + g * nb, nb, a, act.stride, out + kQ4_KxRows * g, out_stride);
+    }
+  };
+  switch (act.rows) {
+    case 1:
+      return run.template operator()<1>();
+    case 2:
+      return run.template operator()<2>();
+    case 3:
+      return run.template operator()<3>();
+    case 4:
+      return run.template operator()<4>();
+    case 5:
+      return run.template operator()<5>();
+    case 6:
+      return run.template operator()<6>();
+    case 7:
+      return run.template operator()<7>();
+    default:
+      return run.template operator()<8>();
+  }
+}
+
+}  // namespace pagoda::kernels::quant
