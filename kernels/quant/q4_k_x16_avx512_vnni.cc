@@ -97,14 +97,22 @@ void Kernel(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t stride
         q[k] = _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
       }
       const __m512i scale = _mm512_cvtepu8_epi32(sm.sc[s]);
+      __m512i t[R];
+      const int8_t* y[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const int8_t* y = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].qs + 32 * s;
-        __m512i t = _mm512_setzero_si512();
-#pragma GCC unroll 16
-        for (int k = 0; k < 8; ++k) t = _mm512_dpbusd_epi32(t, q[k], Broadcast4(y + 4 * k));
-        dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t, scale));
+        y[r] = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].qs + 32 * s;
+        t[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Broadcast4(y[r]));
       }
+#pragma GCC unroll 16
+      for (int k = 1; k < 8; ++k) {
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          t[r] = _mm512_dpbusd_epi32(t[r], q[k], Broadcast4(y[r] + 4 * k));
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t[r], scale));
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.d)));
 #pragma GCC unroll 16
