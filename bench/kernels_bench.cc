@@ -35,7 +35,7 @@
 #include "bench/kernels_bench_peak.h"
 #include "kernels/backend.h"
 #include "kernels/quant/half.h"
-#include "kernels/quant/q4_k_x16.h"
+#include "kernels/quant/interleaved.h"
 #include "kernels/quant/quantize.h"
 
 namespace pagoda::bench {
@@ -312,7 +312,7 @@ void RegisterAll() {
                                            : type == kernels::DType::kQ8_0
                                                ? kernels::DType::kQ8_0x16
                                                : type;
-        if (interleaved == type || !kernels::quant::CpuHasQ4_Kx16()) continue;
+        if (interleaved == type || !kernels::quant::CpuHasInterleaved()) continue;
         const std::string name2 =
             absl::StrCat("MatMul/", std::string(kernels::DTypeName(interleaved)), "/M:", m,
                          "/N:", nk[0], "/K:", nk[1]);

@@ -1,4 +1,4 @@
-// Interleaved weights (kernels/quant/q4_k_x16.h, q8_0_x16.h), the CPU backend's matmul
+// Interleaved weights (kernels/quant/interleaved.h), the CPU backend's matmul
 // layouts for Q4_K and Q8_0 on AVX-512 VNNI: interleaving moves bytes only (every row
 // dequantizes to the file type's floats); each portable definition computes the file type's
 // dot product (within float rounding of VecDot); each kernel equals its definition bit for
@@ -17,39 +17,19 @@
 #include "kernels/quant/activation_quant.h"
 #include "kernels/quant/dequantize.h"
 #include "kernels/quant/half.h"
-#include "kernels/quant/q4_k_x16.h"
-#include "kernels/quant/q8_0_x16.h"
+#include "kernels/quant/interleaved.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/quantize.h"
 #include "kernels/quant/vec_dot.h"
+#include "tests/quant_test_util.h"
 
 namespace pagoda::kernels {
 namespace {
 
-constexpr int kGroupRows = quant::kQ4_KxRows;
-static_assert(quant::kQ8_0xRows == kGroupRows);
+constexpr int kGroupRows = quant::kInterleavedRows;
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
-// Rows of uneven magnitudes; `extreme` puts one large value among zeros in every other
-// 64-value stretch (quants and scales at their range's ends).
-std::vector<float> RandomRows(int64_t rows, int64_t k, uint32_t seed, bool extreme) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> v(rows * k);
-  for (int64_t i = 0; i < rows * k; ++i) v[i] = normal(rng) * (1 + (i % 13) * (i % 3));
-  if (extreme) {
-    for (int64_t b = 0; b < rows * k; b += 128) {
-      for (int64_t i = b; i < b + 64; ++i) v[i] = 0.f;
-      v[b + (b / 128) % 64] = (b / 128) % 2 == 0 ? 3e4f : -3e4f;
-    }
-  }
-  return v;
-}
+using testing::Bits;
+using testing::RandomRows;
 
 std::vector<uint8_t> Quantize(DType type, const std::vector<float>& x, int64_t rows, int64_t k) {
   const size_t row = DTypeRowBytes(type, k);
@@ -163,7 +143,7 @@ TEST_P(Interleaved, DefinitionIsTheFileTypesDotProduct) {
 }
 
 TEST_P(Interleaved, KernelEqualsDefinitionForEveryRowCount) {
-  if (!quant::CpuHasQ4_Kx16()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!quant::CpuHasInterleaved()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   const Layout& l = GetParam();
   const DType act_type = quant::VecDotType(l.type);
   for (int64_t k : {256, 512, 2048}) {
@@ -215,7 +195,7 @@ void CheckBackend(const Layout& l, int64_t n, int64_t m, int64_t k, int threads)
   auto w = (*backend)->CreateWeightRaw(l.type, q.data(), m, k);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE((*backend)->PrepareMatMulWeight(&*w).ok());
-  const bool interleaved = quant::CpuHasQ4_Kx16() && m % kGroupRows == 0;
+  const bool interleaved = quant::CpuHasInterleaved() && m % kGroupRows == 0;
   EXPECT_EQ(w->view.dtype, interleaved ? l.interleaved : l.type);
   EXPECT_EQ(w->view.rows, m);
   EXPECT_EQ(w->view.cols, k);

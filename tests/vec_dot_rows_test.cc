@@ -18,6 +18,7 @@
 #include "kernels/quant/quantize.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_avx2.h"
+#include "tests/quant_test_util.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -27,29 +28,8 @@ const DType kAllTypes[] = {DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_
                            DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
                            DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
-// Random rows with uneven magnitudes (so that block scales differ); `extreme` makes some
-// blocks a single large value among zeros, which drives quants to their range's ends.
-std::vector<float> RandomRows(int64_t rows, int64_t k, uint32_t seed, bool extreme) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> v(rows * k);
-  for (int64_t i = 0; i < rows * k; ++i) {
-    v[i] = normal(rng) * static_cast<float>(1 + (i % 11) * (i % 3));
-  }
-  if (extreme) {
-    for (int64_t b = 0; b < rows * k; b += 64) {
-      for (int64_t i = b; i < b + 32 && i < rows * k; ++i) v[i] = 0.f;
-      v[b + (b / 64) % 32] = (b / 64) % 2 == 0 ? 1e4f : -1e4f;
-    }
-  }
-  return v;
-}
+using testing::Bits;
+using testing::RandomRows;
 
 // `cols` quantized weight rows and `rows` activation rows of VecDotType(type).
 struct Operands {

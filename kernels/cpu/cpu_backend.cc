@@ -20,8 +20,7 @@
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
 #include "kernels/quant/dequantize.h"
-#include "kernels/quant/q4_k_x16.h"
-#include "kernels/quant/q8_0_x16.h"
+#include "kernels/quant/interleaved.h"
 
 namespace pagoda::kernels {
 namespace {
@@ -117,15 +116,15 @@ class CpuBackend final : public Backend {
     return t;
   }
 
-  // Q4_K and Q8_0 matrices of whole groups of sixteen rows are interleaved (q4_k_x16.h,
-  // q8_0_x16.h) where the CPU runs those layouts' kernels: every product of the weight then
+  // Q4_K and Q8_0 matrices of whole groups of sixteen rows are interleaved
+  // (interleaved.h) where the CPU runs those layouts' kernels: every product of the weight then
   // goes through them, whatever the number of rows, so the results stay batch-invariant
   // (docs/ARCHITECTURE.md).
   absl::Status PrepareMatMulWeight(OwnedTensor* weight) override {
     const Tensor& w = weight->view;
     const bool q4_k = w.dtype == DType::kQ4_K, q8_0 = w.dtype == DType::kQ8_0;
-    if (!(q4_k || q8_0) || !w.contiguous() || w.rows % quant::kQ4_KxRows != 0 ||
-        !quant::CpuHasQ4_Kx16()) {
+    if (!(q4_k || q8_0) || !w.contiguous() || w.rows % quant::kInterleavedRows != 0 ||
+        !quant::CpuHasInterleaved()) {
       return absl::OkStatus();
     }
     auto t = AllocateTensor(q4_k ? DType::kQ4_Kx16 : DType::kQ8_0x16, w.rows, w.cols);

@@ -3,8 +3,7 @@
 #include <algorithm>
 
 #include "kernels/quant/activation_quant.h"
-#include "kernels/quant/q4_k_x16.h"
-#include "kernels/quant/q8_0_x16.h"
+#include "kernels/quant/interleaved.h"
 #include "kernels/quant/vec_dot_rows.h"
 
 namespace pagoda::kernels::cpu {
@@ -14,7 +13,7 @@ namespace {
 constexpr int64_t kMinParallelMacs = 1 << 18;
 // Output columns per work item (one interleaved group of Q4_Kx16 rows).
 constexpr int64_t kColumnGrain = 16;
-static_assert(kColumnGrain % quant::kQ4_KxRows == 0);
+static_assert(kColumnGrain % quant::kInterleavedRows == 0);
 
 }  // namespace
 
@@ -28,7 +27,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // kernels); Q8_0 and Q8_K ones their block scales per group of kVecDotRows rows side by
   // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
-  // Interleaved weights (q4_k_x16.h, q8_0_x16.h): Q4_K's kernel reads the Q8_K rows as they
+  // Interleaved weights (interleaved.h): Q4_K's kernel reads the Q8_K rows as they
   // are, Q8_0's the widened scales and each row's quants biased (BiasQuantsQ8_0, per group
   // where the packed quants go).
   const bool x16 = w.dtype == DType::kQ4_Kx16 || w.dtype == DType::kQ8_0x16;
@@ -94,7 +93,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr,
           .qs = pack || biased ? packed + r / quant::kVecDotRows * group_qs : nullptr};
       if (x16) {
-        const int64_t w_groups = (m1 - m0) / quant::kQ4_KxRows;
+        const int64_t w_groups = (m1 - m0) / quant::kInterleavedRows;
         float* o = out.row<float>(r) + m0;
         if (biased) {
           quant::VecDotQ8_0x16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);

@@ -23,6 +23,7 @@
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/vec_dot_avx2.h"
 #include "kernels/quant/vec_dot_rows.h"
+#include "kernels/quant/with_rows.h"
 
 namespace pagoda::kernels::quant {
 namespace {  // NOLINT(build/namespaces): per-file copies on purpose, see above
@@ -30,29 +31,6 @@ namespace {  // NOLINT(build/namespaces): per-file copies on purpose, see above
 // The same 32 bytes of both rows: A low, B high.
 inline __m512i Pair(const void* a, const void* b) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(Load32(a)), Load32(b), 1);
-}
-
-// f.template operator()<R>() for R = rows, 1 <= rows <= kVecDotRows.
-template <typename F>
-void WithRows(int rows, F&& f) {
-  switch (rows) {
-    case 1:
-      return f.template operator()<1>();
-    case 2:
-      return f.template operator()<2>();
-    case 3:
-      return f.template operator()<3>();
-    case 4:
-      return f.template operator()<4>();
-    case 5:
-      return f.template operator()<5>();
-    case 6:
-      return f.template operator()<6>();
-    case 7:
-      return f.template operator()<7>();
-    default:
-      return f.template operator()<8>();
-  }
 }
 
 inline __m512i Both(__m256i v) { return _mm512_broadcast_i64x4(v); }
