@@ -308,10 +308,11 @@ void RegisterAll() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
         // The layout the CPU backend serves these types in where it interleaves them.
-        const kernels::DType interleaved = type == kernels::DType::kQ4_K ? kernels::DType::kQ4_Kx16
-                                           : type == kernels::DType::kQ8_0
-                                               ? kernels::DType::kQ8_0x16
-                                               : type;
+        const kernels::DType interleaved =
+            type == kernels::DType::kQ4_K   ? kernels::DType::kQ4_Kx16
+            : type == kernels::DType::kQ8_0 ? kernels::DType::kQ8_0x16
+            : type == kernels::DType::kQ6_K ? kernels::DType::kQ6_Kx16
+                                            : type;
         if (interleaved == type || !kernels::quant::CpuHasInterleaved()) continue;
         const std::string name2 =
             absl::StrCat("MatMul/", std::string(kernels::DTypeName(interleaved)), "/M:", m,

@@ -27,11 +27,12 @@ enum class DType : uint8_t {
   kQ5_K,
   kQ6_K,
   kQ8_K,
-  kI8,      // int8 codes with float parameters beside them (the CPU KV cache's int8 type)
-  kF8E4M3,  // fp8 e4m3 (the CUDA KV cache's fp8 type: x ~= value * KvCacheShape::fp8_scale)
+  kI8,       // int8 codes with float parameters beside them (the CPU KV cache's int8 type)
+  kF8E4M3,   // fp8 e4m3 (the CUDA KV cache's fp8 type: x ~= value * KvCacheShape::fp8_scale)
   kQ4_Kx16,  // Q4_K rows interleaved in sixteens (the CPU backend's matmul layout,
              // kernels/quant/interleaved.h)
   kQ8_0x16,  // Q8_0 rows interleaved in sixteens (the same)
+  kQ6_Kx16,  // Q6_K rows interleaved in sixteens, a byte per quant (the same)
 };
 
 // Bytes per element of a float type; 0 for a block type (use DTypeRowBytes).

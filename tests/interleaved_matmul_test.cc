@@ -8,6 +8,7 @@
 // reads the weight back unchanged.
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,19 +65,29 @@ const Layout kLayouts[] = {
      quant::VecDotQ4_Kx16, quant::VecDotQ4_Kx16Rows},
     {DType::kQ8_0, DType::kQ8_0x16, quant::InterleaveQ8_0, quant::DequantizeQ8_0x16Row,
      quant::VecDotQ8_0x16, quant::VecDotQ8_0x16Rows},
+    {DType::kQ6_K, DType::kQ6_Kx16, quant::InterleaveQ6_K, quant::DequantizeQ6_Kx16Row,
+     quant::VecDotQ6_Kx16, quant::VecDotQ6_Kx16Rows},
 };
 
-// Activation rows as the kernels read them (QuantMatMul's layout): Q8_K rows as they are;
-// Q8_0 rows with their widened scales and biased quants.
+// Activation rows as the kernels read them (QuantMatMul's layout): Q8_K rows with their
+// sub-block sums; Q8_0 rows with their widened scales and biased quants.
 struct KernelActs {
   std::vector<uint8_t> rows;
   std::vector<float> scales;
   std::vector<uint8_t> biased;
+  std::vector<int16_t> sums;
   quant::ActRows act;
   KernelActs(DType type, std::vector<uint8_t> a, int count, int64_t k) : rows(std::move(a)) {
     const DType act_type = quant::VecDotType(type);
     act = {.data = rows.data(), .stride = DTypeRowBytes(act_type, k), .rows = count};
-    if (act_type != DType::kQ8_0) return;
+    if (act_type == DType::kQ8_K) {
+      sums.resize(count * k / 32);
+      for (int r = 0; r < count; ++r) {
+        quant::SumPairsQ8_K(rows.data() + r * act.stride, k, sums.data() + r * k / 32);
+      }
+      act.qs = reinterpret_cast<const int8_t*>(sums.data());
+      return;
+    }
     scales.resize(count * k / 32);
     biased.resize(count * k);
     for (int r = 0; r < count; ++r) {
@@ -89,13 +100,16 @@ struct KernelActs {
   }
 };
 
+// gtest's name for a layout in its messages (instead of the struct's bytes).
+void PrintTo(const Layout& l, std::ostream* os) { *os << DTypeName(l.type); }
+
 class Interleaved : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Interleaved, KeepsEveryRowsValues) {
   const Layout& l = GetParam();
   const int64_t rows = 48, k = 768;
   const std::vector<uint8_t> q = Quantize(l.type, RandomRows(rows, k, 1, false), rows, k);
-  std::vector<uint8_t> x(q.size());
+  std::vector<uint8_t> x(DTypeRowBytes(l.interleaved, k) * rows);
   l.interleave(q.data(), rows, k, x.data());
   std::vector<float> want(k), got(k);
   for (int64_t r = 0; r < rows; ++r) {
@@ -111,7 +125,7 @@ TEST_P(Interleaved, DefinitionIsTheFileTypesDotProduct) {
   const int64_t rows = kGroupRows, k = 1024;
   for (bool extreme : {false, true}) {
     const std::vector<uint8_t> q = Quantize(l.type, RandomRows(rows, k, 2, extreme), rows, k);
-    std::vector<uint8_t> x(q.size());
+    std::vector<uint8_t> x(DTypeRowBytes(l.interleaved, k) * rows);
     l.interleave(q.data(), rows, k, x.data());
     const std::vector<uint8_t> a = ActivationRows(act, RandomRows(3, k, 3, extreme), 3, k);
     std::vector<float> wf(k), af(k);
@@ -151,7 +165,7 @@ TEST_P(Interleaved, KernelEqualsDefinitionForEveryRowCount) {
       for (bool extreme : {false, true}) {
         const int64_t m = groups * kGroupRows;
         const std::vector<uint8_t> q = Quantize(l.type, RandomRows(m, k, 4, extreme), m, k);
-        std::vector<uint8_t> x(q.size());
+        std::vector<uint8_t> x(DTypeRowBytes(l.interleaved, k) * m);
         l.interleave(q.data(), m, k, x.data());
         const size_t act_row = DTypeRowBytes(act_type, k);
         const KernelActs acts(
@@ -167,7 +181,7 @@ TEST_P(Interleaved, KernelEqualsDefinitionForEveryRowCount) {
           quant::ActRows act = acts.act;
           act.rows = rows;
           l.rows(k, x.data(), groups, act, out.data(), os);
-          const size_t group_bytes = DTypeRowBytes(l.type, k) * kGroupRows;
+          const size_t group_bytes = DTypeRowBytes(l.interleaved, k) * kGroupRows;
           for (int r = 0; r < rows; ++r) {
             for (int64_t c = 0; c < m; ++c) {
               const float want = l.dot(x.data() + c / kGroupRows * group_bytes, c % kGroupRows, k,
@@ -211,7 +225,7 @@ void CheckBackend(const Layout& l, int64_t n, int64_t m, int64_t k, int threads)
                      Tensor::Make(out.data(), DType::kF32, n, m));
   const DType act = quant::VecDotType(l.type);
   const std::vector<uint8_t> a = ActivationRows(act, x, n, k);
-  const size_t group_bytes = DTypeRowBytes(l.type, k) * kGroupRows;
+  const size_t group_bytes = DTypeRowBytes(l.interleaved, k) * kGroupRows;
   for (int64_t r = 0; r < n; ++r) {
     (*backend)->MatMul(Tensor::Make(const_cast<float*>(x.data() + r * k), DType::kF32, 1, k),
                        w->view, Tensor::Make(alone.data(), DType::kF32, 1, m));

@@ -122,18 +122,26 @@ class CpuBackend final : public Backend {
   // (docs/ARCHITECTURE.md).
   absl::Status PrepareMatMulWeight(OwnedTensor* weight) override {
     const Tensor& w = weight->view;
-    const bool q4_k = w.dtype == DType::kQ4_K, q8_0 = w.dtype == DType::kQ8_0;
-    if (!(q4_k || q8_0) || !w.contiguous() || w.rows % quant::kInterleavedRows != 0 ||
+    struct Layout {
+      DType file, interleaved;
+      void (*interleave)(const void*, int64_t, int64_t, void*);
+    };
+    static constexpr Layout kLayouts[] = {
+        {DType::kQ4_K, DType::kQ4_Kx16, quant::InterleaveQ4_K},
+        {DType::kQ8_0, DType::kQ8_0x16, quant::InterleaveQ8_0},
+        {DType::kQ6_K, DType::kQ6_Kx16, quant::InterleaveQ6_K},
+    };
+    const Layout* layout = nullptr;
+    for (const Layout& l : kLayouts) {
+      if (l.file == w.dtype) layout = &l;
+    }
+    if (layout == nullptr || !w.contiguous() || w.rows % quant::kInterleavedRows != 0 ||
         !quant::CpuHasInterleaved()) {
       return absl::OkStatus();
     }
-    auto t = AllocateTensor(q4_k ? DType::kQ4_Kx16 : DType::kQ8_0x16, w.rows, w.cols);
+    auto t = AllocateTensor(layout->interleaved, w.rows, w.cols);
     if (!t.ok()) return t.status();
-    if (q4_k) {
-      quant::InterleaveQ4_K(w.data, w.rows, w.cols, t->view.data);
-    } else {
-      quant::InterleaveQ8_0(w.data, w.rows, w.cols, t->view.data);
-    }
+    layout->interleave(w.data, w.rows, w.cols, t->view.data);
     *weight = *std::move(t);
     return absl::OkStatus();
   }
@@ -142,14 +150,13 @@ class CpuBackend final : public Backend {
     if (x.dtype == DType::kQ8_1 || x.dtype == DType::kQ8_K) {
       return absl::InvalidArgumentError("cpu: cannot read an activation-format tensor");
     }
-    if (x.dtype == DType::kQ4_Kx16 || x.dtype == DType::kQ8_0x16) {
-      for (int64_t r = 0; r < x.rows; ++r) {
-        if (x.dtype == DType::kQ4_Kx16) {
-          quant::DequantizeQ4_Kx16Row(x.data, r, x.cols, host + r * x.cols);
-        } else {
-          quant::DequantizeQ8_0x16Row(x.data, r, x.cols, host + r * x.cols);
-        }
-      }
+    void (*interleaved)(const void*, int64_t, int64_t, float*) =
+        x.dtype == DType::kQ4_Kx16   ? quant::DequantizeQ4_Kx16Row
+        : x.dtype == DType::kQ8_0x16 ? quant::DequantizeQ8_0x16Row
+        : x.dtype == DType::kQ6_Kx16 ? quant::DequantizeQ6_Kx16Row
+                                     : nullptr;
+    if (interleaved != nullptr) {
+      for (int64_t r = 0; r < x.rows; ++r) interleaved(x.data, r, x.cols, host + r * x.cols);
       return absl::OkStatus();
     }
     for (int64_t r = 0; r < x.rows; ++r) {

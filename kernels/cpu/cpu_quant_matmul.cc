@@ -27,11 +27,14 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // kernels); Q8_0 and Q8_K ones their block scales per group of kVecDotRows rows side by
   // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
-  // Interleaved weights (interleaved.h): Q4_K's kernel reads the Q8_K rows as they
-  // are, Q8_0's the widened scales and each row's quants biased (BiasQuantsQ8_0, per group
-  // where the packed quants go).
-  const bool x16 = w.dtype == DType::kQ4_Kx16 || w.dtype == DType::kQ8_0x16;
+  // Interleaved weights (interleaved.h): Q6_K's kernel reads the Q8_K rows as they are,
+  // Q4_K's too and
+  // their sub-block sums (SumPairsQ8_K), Q8_0's the widened scales and each row's quants
+  // biased (BiasQuantsQ8_0); both per group where the packed quants go.
+  const bool x16 =
+      w.dtype == DType::kQ4_Kx16 || w.dtype == DType::kQ8_0x16 || w.dtype == DType::kQ6_Kx16;
   const bool biased = w.dtype == DType::kQ8_0x16;
+  const bool sum_pairs = w.dtype == DType::kQ4_Kx16;
   const bool side_by_side = !x16 && (act_type == DType::kQ8_K || act_type == DType::kQ8_0);
   // The packed quants (ActRows::qs) only the AVX-512 kernels read.
   const bool pack = side_by_side && quant::CpuHasAvx512Rows();
@@ -42,14 +45,15 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // The quants packed per group (ActRows::qs), 64-byte aligned, after the floats.
   const size_t floats_bytes =
       (sizeof(float) * static_cast<size_t>(scale_row * n + group_d * groups) + 63) & ~size_t{63};
-  const size_t group_qs = pack     ? quant::PackedQuantsBytes(act_type, k)
-                          : biased ? static_cast<size_t>(k) * quant::kVecDotRows
-                                   : 0;
+  const size_t group_qs = pack        ? quant::PackedQuantsBytes(act_type, k)
+                          : biased    ? static_cast<size_t>(k) * quant::kVecDotRows
+                          : sum_pairs ? static_cast<size_t>(k / 16) * quant::kVecDotRows
+                                      : 0;
   const size_t bytes = acts_bytes + floats_bytes + group_qs * groups + 64;
   if (scratch->size() < bytes) scratch->resize(bytes);
   // The vector's storage is only 16-byte aligned: start at its first 64-byte boundary.
-  uint8_t* acts = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(scratch->data()) + 63) & ~uintptr_t{63});
+  uint8_t* acts = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch->data()) + 63) &
+                                             ~uintptr_t{63});
   auto* packed = reinterpret_cast<int8_t*>(acts + acts_bytes + floats_bytes);
   float* scales = wide ? reinterpret_cast<float*>(acts + acts_bytes) : nullptr;
   float* block_d =
@@ -63,6 +67,11 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
         quant::BiasQuantsQ8_0(acts + r * act_row, k,
                               reinterpret_cast<uint8_t*>(packed) +
                                   r / quant::kVecDotRows * group_qs + r % quant::kVecDotRows * k);
+      }
+      if (sum_pairs) {
+        quant::SumPairsQ8_K(acts + r * act_row, k,
+                            reinterpret_cast<int16_t*>(packed + r / quant::kVecDotRows * group_qs +
+                                                       r % quant::kVecDotRows * (k / 16)));
       }
     }
   };
@@ -91,19 +100,20 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
           .scales = wide ? scales + r * scale_row : nullptr,
           .scale_stride = static_cast<size_t>(scale_row),
           .block_d = side_by_side ? block_d + r / quant::kVecDotRows * group_d : nullptr,
-          .qs = pack || biased ? packed + r / quant::kVecDotRows * group_qs : nullptr};
+          .qs = pack || biased || sum_pairs ? packed + r / quant::kVecDotRows * group_qs : nullptr};
       if (x16) {
         const int64_t w_groups = (m1 - m0) / quant::kInterleavedRows;
         float* o = out.row<float>(r) + m0;
         if (biased) {
           quant::VecDotQ8_0x16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);
+        } else if (w.dtype == DType::kQ6_Kx16) {
+          quant::VecDotQ6_Kx16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);
         } else {
           quant::VecDotQ4_Kx16Rows(k, w.row_bytes(m0), w_groups, act, o, out.stride);
         }
         continue;
       }
-      const quant::WeightRows weights{
-          .data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
+      const quant::WeightRows weights{.data = w.row_bytes(m0), .stride = w_row, .rows = m1 - m0};
       quant::VecDotRows(w.dtype, k, weights, act, out.row<float>(r) + m0, out.stride);
     }
   };

@@ -101,6 +101,7 @@ DType VecDotType(DType weight_type) {
     case DType::kQ4_Kx16:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ6_Kx16:
       return DType::kQ8_K;
     default:
       return weight_type;
