@@ -49,6 +49,17 @@ inline void StoreBytes(const __m256i q[4], int8_t* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(b, order));
 }
 
+// The index of the first of x[0..) whose magnitude equals m (one of them does).
+inline int FirstEqualMagnitude(const float* x, float m) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256 target = _mm256_set1_ps(m);
+  for (int j = 0;; j += 8) {
+    const __m256 magnitude = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(magnitude, target, _CMP_EQ_OQ));
+    if (mask != 0) return j + __builtin_ctz(static_cast<unsigned>(mask));
+  }
+}
+
 inline int Sum8(__m256i v) {
   __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
   r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
@@ -78,9 +89,9 @@ void Q8_K(const float* x, BlockQ8_K* y, int64_t nb) {
       std::memset(y[i].bsums, 0, sizeof(y[i].bsums));
       continue;
     }
-    // The signed value of the first element whose magnitude is the maximum.
-    int first = 0;
-    while (std::fabs(x[first]) != amax) ++first;
+    // The signed value of the first element whose magnitude is the maximum (eight
+    // magnitudes compared at a time; a NaN never equals it).
+    const int first = FirstEqualMagnitude(x, amax);
     const float iscale = -127.f / x[first];
     if (!std::isfinite(iscale)) {
       // A block of subnormals: 127 / max overflows, and ggml's nearest_int makes every

@@ -38,9 +38,11 @@ template <int R>
 void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t stride,
                 const int16_t* sums, float* out, int64_t os) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  // The float accumulators live in `out`: the integer sums need the registers.
+  // Registers: R float accumulators, R integer block sums, R sub-block sums, and one
+  // register of weight quants at a time (each used by every row as soon as it is loaded).
+  __m512 acc[R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, _mm512_setzero_ps());
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ4_Kx16& b = x[i];
     // The min products first (VecDotQ4_Kx16's order): mins 2t and 2t + 1 of each row as an
@@ -61,9 +63,8 @@ void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t st
         __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 16
         for (int t = 0; t < 4; ++t) m = _mm512_dpwssd_epi32(m, mins[t], Broadcast4(sum + 2 * t));
-        const __m512 acc = _mm512_loadu_ps(out + r * os);
-        _mm512_storeu_ps(out + r * os, _mm512_fnmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(y.d)),
-                                                        _mm512_cvtepi32_ps(m), acc));
+        acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(y.d)), _mm512_cvtepi32_ps(m),
+                                  acc[r]);
       }
     }
     __m512i dot[R];
@@ -72,12 +73,6 @@ void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
     for (int s = 0; s < 8; ++s) {
       const int j = s / 2, h = s % 2;
-      __m512i q[8];
-#pragma GCC unroll 16
-      for (int k = 0; k < 8; ++k) {
-        const __m512i raw = _mm512_loadu_si512(b.qs[j][k]);
-        q[k] = _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
-      }
       const __m512i scale =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales[s])));
       __m512i t[R];
@@ -85,13 +80,14 @@ void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         y[r] = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].qs + 32 * s;
-        t[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Broadcast4(y[r]));
+        t[r] = _mm512_setzero_si512();
       }
 #pragma GCC unroll 16
-      for (int k = 1; k < 8; ++k) {
+      for (int k = 0; k < 8; ++k) {
+        const __m512i raw = _mm512_loadu_si512(b.qs[j][k]);
+        const __m512i q = _mm512_and_si512(h == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-          t[r] = _mm512_dpbusd_epi32(t[r], q[k], Broadcast4(y[r] + 4 * k));
+        for (int r = 0; r < R; ++r) t[r] = _mm512_dpbusd_epi32(t[r], q, Broadcast4(y[r] + 4 * k));
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
@@ -101,20 +97,22 @@ void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
-      const __m512 acc = _mm512_loadu_ps(out + r * os);
-      _mm512_storeu_ps(out + r * os, _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)),
-                                                     _mm512_cvtepi32_ps(dot[r]), acc));
+      acc[r] =
+          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(dot[r]), acc[r]);
     }
   }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
 }
 
 // Q6_K against R Q8_K rows at `act`, `stride` bytes apart.
 template <int R>
 void KernelQ6_K(const BlockQ6_Kx16* x, int64_t nb, const uint8_t* act, size_t stride, float* out,
                 int64_t os) {
-  // The float accumulators live in `out`, as in KernelQ4_K.
+  // Registers as in KernelQ4_K.
+  __m512 acc[R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, _mm512_setzero_ps());
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6_Kx16& b = x[i];
     // Each row's -32 * (scale * the sub-block's activation sum) first: scales 2t and 2t + 1
@@ -144,21 +142,18 @@ void KernelQ6_K(const BlockQ6_Kx16* x, int64_t nb, const uint8_t* act, size_t st
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales[s / 2])));
       const __m512i scale = s % 2 == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16)
                                        : _mm512_srai_epi32(pair, 16);
-      __m512i q[4];
-#pragma GCC unroll 16
-      for (int k = 0; k < 4; ++k) q[k] = _mm512_loadu_si512(b.qs[4 * s + k]);
       __m512i t[R];
       const int8_t* y[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         y[r] = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].qs + 16 * s;
-        t[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Broadcast4(y[r]));
+        t[r] = _mm512_setzero_si512();
       }
 #pragma GCC unroll 16
-      for (int k = 1; k < 4; ++k) {
+      for (int k = 0; k < 4; ++k) {
+        const __m512i q = _mm512_loadu_si512(b.qs[4 * s + k]);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-          t[r] = _mm512_dpbusd_epi32(t[r], q[k], Broadcast4(y[r] + 4 * k));
+        for (int r = 0; r < R; ++r) t[r] = _mm512_dpbusd_epi32(t[r], q, Broadcast4(y[r] + 4 * k));
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
@@ -168,11 +163,12 @@ void KernelQ6_K(const BlockQ6_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
-      const __m512 acc = _mm512_loadu_ps(out + r * os);
-      _mm512_storeu_ps(out + r * os, _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)),
-                                                     _mm512_cvtepi32_ps(dot[r]), acc));
+      acc[r] =
+          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(dot[r]), acc[r]);
     }
   }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
 }
 
 template <int R>
