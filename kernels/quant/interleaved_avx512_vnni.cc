@@ -32,6 +32,27 @@ inline __m512i Broadcast4(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
+// dot[r] += t[r] * scale (lane by lane) for every row.
+template <int R>
+inline void AddScaled(const __m512i* t, __m512i scale, __m512i* dot) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t[r], scale));
+}
+
+// acc[r] = fma(d * a.d, dot[r], acc[r]) for every row, d the sixteen weight rows' fp16 block
+// scales and a block i of Q8_K row r at `act`, `stride` bytes apart.
+template <int R>
+inline void AddBlock(const uint16_t* d16, const uint8_t* act, size_t stride, int64_t i,
+                     const __m512i* dot, __m512* acc) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d16)));
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
+    acc[r] =
+        _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(dot[r]), acc[r]);
+  }
+}
+
 // Q4_K against R Q8_K rows at `act`, `stride` bytes apart, whose sub-block sums
 // (SumPairsQ8_K) are at `sums`, 8 nb apart.
 template <int R>
@@ -89,17 +110,9 @@ void KernelQ4_K(const BlockQ4_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) t[r] = _mm512_dpbusd_epi32(t[r], q, Broadcast4(y[r] + 4 * k));
       }
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t[r], scale));
+      AddScaled<R>(t, scale, dot);
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.d)));
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
-      acc[r] =
-          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(dot[r]), acc[r]);
-    }
+    AddBlock<R>(b.d, act, stride, i, dot, acc);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
@@ -155,17 +168,9 @@ void KernelQ6_K(const BlockQ6_Kx16* x, int64_t nb, const uint8_t* act, size_t st
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) t[r] = _mm512_dpbusd_epi32(t[r], q, Broadcast4(y[r] + 4 * k));
       }
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        dot[r] = _mm512_add_epi32(dot[r], _mm512_mullo_epi32(t[r], scale));
+      AddScaled<R>(t, scale, dot);
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.d)));
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const float ad = reinterpret_cast<const BlockQ8_K*>(act + r * stride)[i].d;
-      acc[r] =
-          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(dot[r]), acc[r]);
-    }
+    AddBlock<R>(b.d, act, stride, i, dot, acc);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * os, acc[r]);
