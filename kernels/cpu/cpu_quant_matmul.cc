@@ -28,9 +28,9 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   // side (ActRows::block_d, for the AVX-512 kernels).
   const bool wide = act_type == DType::kQ8_0;
   // Interleaved weights (interleaved.h): Q6_K's kernel reads the Q8_K rows as they are,
-  // Q4_K's too and
-  // their sub-block sums (SumPairsQ8_K), Q8_0's the widened scales and each row's quants
-  // biased (BiasQuantsQ8_0); both per group where the packed quants go.
+  // Q4_K's those and their sub-block sums (SumPairsQ8_K), Q8_0's the widened scales and
+  // each row's quants biased (BiasQuantsQ8_0); both side data per group where the packed
+  // quants go.
   const bool x16 =
       w.dtype == DType::kQ4_Kx16 || w.dtype == DType::kQ8_0x16 || w.dtype == DType::kQ6_Kx16;
   const bool biased = w.dtype == DType::kQ8_0x16;
