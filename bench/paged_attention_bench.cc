@@ -1,18 +1,20 @@
 // paged_attention_bench: decode-attention bandwidth of the CUDA kernels against the
 // device's own copy bandwidth.
 //
-// For each batch x context (GQA 32:4, head_dim 128, bf16, block_size 16, shuffled block
-// tables) it times LaunchPagedAttention with CUDA events, averaged over many iterations
-// after a warm-up, and counts bytes as K/V read + Q read + output written. The copy
+// For each batch x context (GQA 32:4, head_dim 128, bf16 activations, a bf16 or fp8 e4m3
+// cache, block_size 16, shuffled block tables) it times LaunchPagedAttention with CUDA
+// events, averaged over many iterations after a warm-up, and counts bytes as K/V read (at
+// the cache's element size) + Q read + output written. The copy
 // bandwidth is a device-to-device cudaMemcpy counted as bytes read + written. It prints the
 // split-KV partition the plan picks ("-" = no split) and the same run with splitting off.
 //
 // Usage: paged_attention_bench [--batches=1,16,64,128] [--contexts=512,2048,8192]
-//                              [--iters=50] [--json=PATH]
+//                              [--iters=50] [--kv_dtype=bf16|fp8] [--json=PATH]
 // --json also writes the table (and the copy bandwidth) as JSON to PATH.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -36,7 +38,7 @@ constexpr int kHeads = 32;
 constexpr int kKvHeads = 4;
 constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 16;
-constexpr int kElem = 2;  // bf16
+constexpr int kElem = 2;  // bf16: q, out and a bf16 cache
 
 #define CHECK_CUDA(expr)                                                 \
   do {                                                                   \
@@ -52,7 +54,8 @@ struct Args {
   std::vector<int> batches = {1, 16, 64, 128};
   std::vector<int> contexts = {512, 2048, 8192};
   int iters = 50;
-  std::string json;  // where the table goes as JSON ("" = nowhere)
+  std::string kv_dtype = "bf16";  // the cache's element type: bf16 or fp8 (e4m3)
+  std::string json;               // where the table goes as JSON ("" = nowhere)
 };
 
 // One row of the table.
@@ -76,6 +79,8 @@ std::optional<int> ParseArgs(int argc, char** argv, Args* a) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--iters", a->iters, "Timed iterations per shape.")->check(CLI::Range(1, 100000));
+  app.add_option("--kv_dtype", a->kv_dtype, "KV cache element type.")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_option("--json", a->json, "Write the table as JSON here.");
   return pagoda::bench::ParseCommandLine(&app, argc, argv);
 }
@@ -99,6 +104,22 @@ void* RandomDeviceBf16(size_t elems, std::mt19937& rng) {
     const size_t n = std::min(chunk, elems - at);
     CHECK_CUDA(
         cudaMemcpy(static_cast<char*>(p) + at * kElem, p, n * kElem, cudaMemcpyDeviceToDevice));
+  }
+  return p;
+}
+
+// Device memory of `elems` random e4m3 values of magnitude below 2 (bit 6 clear: exponent
+// at most 7, never NaN), tiled as above.
+void* RandomDeviceFp8(size_t elems, std::mt19937& rng) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, elems));
+  const size_t chunk = std::min<size_t>(elems, size_t{1} << 22);
+  std::vector<uint8_t> host(chunk);
+  for (uint8_t& b : host) b = static_cast<uint8_t>(rng() & 0xbf);
+  CHECK_CUDA(cudaMemcpy(p, host.data(), chunk, cudaMemcpyHostToDevice));
+  for (size_t at = chunk; at < elems; at += chunk) {
+    const size_t n = std::min(chunk, elems - at);
+    CHECK_CUDA(cudaMemcpy(static_cast<char*>(p) + at, p, n, cudaMemcpyDeviceToDevice));
   }
   return p;
 }
@@ -209,7 +230,7 @@ Timing TimeAttention(const BatchInput& batch, cuda::PagedAttentionParams p, int 
 
 // Writes the table to `path` as JSON; false (with a message) when the file cannot be written.
 bool WriteJson(const std::string& path, const cudaDeviceProp& prop, double copy_gbs,
-               const std::vector<Row>& rows) {
+               const std::string& kv_dtype, const std::vector<Row>& rows) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
@@ -220,9 +241,9 @@ bool WriteJson(const std::string& path, const cudaDeviceProp& prop, double copy_
   std::fprintf(f,
                "{\n  \"device\": \"%s\",\n  \"sms\": %d,\n  \"copy_gbs\": %.1f,\n"
                "  \"shape\": {\"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
-               "\"dtype\": \"bf16\", \"block_size\": %d},\n  \"rows\": [",
+               "\"dtype\": \"bf16\", \"kv_dtype\": \"%s\", \"block_size\": %d},\n  \"rows\": [",
                name.c_str(), prop.multiProcessorCount, copy_gbs, kHeads, kKvHeads, kHeadDim,
-               kBlockSize);
+               kv_dtype.c_str(), kBlockSize);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     std::fprintf(f,
@@ -254,8 +275,11 @@ int main(int argc, char** argv) {
   const double copy_gbs = CopyBandwidth(stream);
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   std::printf("device-to-device copy bandwidth: %.0f GB/s (read + write)\n", copy_gbs);
-  std::printf("decode attention: %d q heads, %d kv heads, head_dim %d, bf16, block_size %d\n",
-              kHeads, kKvHeads, kHeadDim, kBlockSize);
+  const bool fp8 = args.kv_dtype == "fp8";
+  const int kv_elem = fp8 ? 1 : kElem;
+  std::printf(
+      "decode attention: %d q heads, %d kv heads, head_dim %d, bf16, %s cache, block_size %d\n",
+      kHeads, kKvHeads, kHeadDim, args.kv_dtype.c_str(), kBlockSize);
   std::printf("%6s %8s %7s %10s %8s %7s | %10s %8s %7s\n", "batch", "context", "split", "time_us",
               "GB/s", "%copy", "nosplit_us", "GB/s", "%copy");
   std::mt19937 rng(42);
@@ -265,8 +289,8 @@ int main(int argc, char** argv) {
       const int per_seq = (context + kBlockSize - 1) / kBlockSize;
       const int num_blocks = batch * per_seq;
       const size_t plane = static_cast<size_t>(num_blocks) * kBlockSize * kKvHeads * kHeadDim;
-      void* k = RandomDeviceBf16(plane, rng);
-      void* v = RandomDeviceBf16(plane, rng);
+      void* k = fp8 ? RandomDeviceFp8(plane, rng) : RandomDeviceBf16(plane, rng);
+      void* v = fp8 ? RandomDeviceFp8(plane, rng) : RandomDeviceBf16(plane, rng);
       void* q = RandomDeviceBf16(static_cast<size_t>(batch) * kHeads * kHeadDim, rng);
       void* out = RandomDeviceBf16(static_cast<size_t>(batch) * kHeads * kHeadDim, rng);
       const BatchInput b = MakeBatch(batch, context, num_blocks, rng);
@@ -280,7 +304,8 @@ int main(int argc, char** argv) {
       p.block_tables = tables;
       p.positions = positions;
       p.dtype = DType::kBF16;
-      p.kv_dtype = DType::kBF16;
+      p.kv_dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
+      p.kv_scale = 1.f;
       p.path = cuda::AttentionPath::kTensorCore;
       p.q_stride = kHeads * kHeadDim;
       p.out_stride = kHeads * kHeadDim;
@@ -290,7 +315,7 @@ int main(int argc, char** argv) {
       p.log2_block_size = 4;
       p.max_blocks_per_seq = b.max_blocks_per_seq;
       p.scale_log2 = 1.4426950408889634f / 11.313708f;
-      const double bytes = 2.0 * batch * context * kKvHeads * kHeadDim * kElem +
+      const double bytes = 2.0 * batch * context * kKvHeads * kHeadDim * kv_elem +
                            2.0 * batch * kHeads * kHeadDim * kElem;
       const Timing auto_split =
           TimeAttention(b, p, num_blocks, prop.multiProcessorCount, -1, args.iters, stream);
@@ -311,6 +336,6 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("target: >= 80%% of copy bandwidth at batch 64, context 2048\n");
-  if (!args.json.empty() && !WriteJson(args.json, prop, copy_gbs, rows)) return 1;
+  if (!args.json.empty() && !WriteJson(args.json, prop, copy_gbs, args.kv_dtype, rows)) return 1;
   return 0;
 }

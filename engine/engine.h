@@ -75,6 +75,9 @@ struct EngineConfig {
   // KV cache element type: "auto" (the backend's default: f16 on CPU), "f32", "f16", "bf16",
   // "int8" or "fp8"; the backend must support it (CPU: all but fp8; CUDA: all but int8).
   std::string kv_cache_dtype = "auto";
+  // fp8 cache only: K/V are stored as value / kv_cache_fp8_scale in e4m3 (whose largest
+  // finite value is 448; larger magnitudes saturate to it). Finite and > 0.
+  float kv_cache_fp8_scale = 1.f;
   PolicyKind policy = PolicyKind::kAuto;  // see PolicyKind
   // When blocks run out, the victim recomputes or swaps out to `swap_space` bytes of host
   // memory (page-locked on CUDA), recomputing when that is full; kAuto picks by backend

@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 
@@ -115,12 +116,17 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
 
   ASSIGN_OR_RETURN(const kernels::DType kv_dtype,
                    KvDtypeFor(config.kv_cache_dtype, *core->backend_));
+  if (!(std::isfinite(config.kv_cache_fp8_scale) && config.kv_cache_fp8_scale > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache_fp8_scale: ", config.kv_cache_fp8_scale, " is not a finite number > 0"));
+  }
   kernels::KvCacheShape shape{.num_layers = mc.num_layers,
                               .num_blocks = 0,
                               .block_size = config.block_size,
                               .num_kv_heads = mc.num_kv_heads,
                               .head_dim = mc.head_dim,
-                              .dtype = kv_dtype};
+                              .dtype = kv_dtype,
+                              .fp8_scale = config.kv_cache_fp8_scale};
   ASSIGN_OR_RETURN(shape.num_blocks, CacheBlocks(config, mc.context_length, shape));
   // Left uninitialized: attention only reads slots its own sequence has written.
   ASSIGN_OR_RETURN(core->kv_buffer_, core->backend_->Allocate(shape.total_bytes()));

@@ -42,6 +42,11 @@ absl::Status Backend::CopyHostAsync(void* dst, const void* src, size_t bytes, bo
   return to_host ? CopyToHost(dst, src, bytes) : CopyToDevice(dst, src, bytes);
 }
 
+absl::Status Backend::CopyHostBatchAsync(absl::Span<const HostCopy> copies, bool to_host) {
+  for (const HostCopy& c : copies) RETURN_IF_ERROR(CopyHostAsync(c.dst, c.src, c.bytes, to_host));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OwnedTensor> Backend::CreateWeightRaw(DType type, const void* data, int64_t rows,
                                                      int64_t cols) {
   RETURN_IF_ERROR(ValidateWeightShape(type, rows, cols));

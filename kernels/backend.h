@@ -9,13 +9,22 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kernels/batch.h"
 #include "kernels/kv_cache.h"
 #include "kernels/rope.h"
 #include "kernels/tensor.h"
 
 namespace pagoda::kernels {
+
+// One copy of a CopyHostBatchAsync batch.
+struct HostCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
 
 struct AttentionParams {
   int32_t num_heads = 0;
@@ -50,6 +59,11 @@ class Backend {
   // backend to host), in order with the ops and without waiting; the host side must stay
   // untouched until Synchronize(), which reports a failure. The default copies at once.
   virtual absl::Status CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host);
+  // Queues `copies`, all in the direction `to_host`, as CopyHostAsync would each, but as one
+  // batch (one driver call on CUDA): they must not overlap one another, since they may run in
+  // any order among themselves (in order with the ops before and after). The default calls
+  // CopyHostAsync for each.
+  virtual absl::Status CopyHostBatchAsync(absl::Span<const HostCopy> copies, bool to_host);
   // Sets every byte of `bytes` at `dst` to zero.
   virtual absl::Status Zero(void* dst, size_t bytes) = 0;
   // Stores a weight given as host fp32 [rows, cols] in the backend's weight format.
@@ -76,6 +90,16 @@ class Backend {
   // Makes `batch` the batch the ops below read (token ids, positions, slot mapping, block
   // tables). Its metadata stays valid on the backend until the next PrepareBatch.
   virtual absl::Status PrepareBatch(const BatchInput& batch) = 0;
+  // Runs `ops`, which queue the ops of one forward pass over the prepared batch. A backend
+  // that records (CUDA graphs) may instead replay what an earlier call queued, when the
+  // prepared batch has the shape of that call's and `key` is the same: `key` is the
+  // caller's word that `ops` would queue the same ops on the same tensors and cache with
+  // the same parameters (it must change with any of them). Failures are reported as the
+  // ops' are. The default calls ops().
+  virtual absl::Status RunRecordable(uint64_t /*key*/, absl::FunctionRef<void()> ops) {
+    ops();
+    return absl::OkStatus();
+  }
 
   // out[i] = table[token_ids[i]] for each batch token. table [vocab, dim], out [num_tokens, dim].
   virtual void Embed(const Tensor& table, const Tensor& out) = 0;
@@ -118,12 +142,13 @@ struct BackendOptions {
   int32_t device_index = 0;    // CUDA device
   bool cpu_blas_only = false;  // CPU: every f32 product through OpenBLAS (A/B comparisons)
   // CUDA settings (docs/GPU.md), as the flags --cuda-dtype (f32, bf16, f16),
-  // --cuda-attention (auto, generic) and --cuda-split-kv (auto, off, tokens) spell them;
-  // "" takes the environment variable PAGODA_CUDA_DTYPE / _ATTENTION / _SPLIT_KV, and when
-  // that is unset too the default (bf16, auto, auto).
+  // --cuda-attention (auto, generic), --cuda-split-kv (auto, off, tokens) and --cuda-graphs
+  // (on, off) spell them; "" takes the environment variable PAGODA_CUDA_DTYPE / _ATTENTION /
+  // _SPLIT_KV / _GRAPHS, and when that is unset too the default (bf16, auto, auto, on).
   std::string cuda_dtype;
   std::string cuda_attention;
   std::string cuda_split_kv;
+  std::string cuda_graphs;
 };
 
 // Whether this build has the CUDA backend (PAGODA_CUDA at configure time).

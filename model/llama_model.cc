@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -177,7 +178,8 @@ kernels::RopeParams LlamaModel::MakeRopeParams() const {
 absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
   const LlamaConfig& c = config_;
   std::vector<float> host;
-  // Norm vectors: always fp32 (RmsNorm reads them so on every backend).
+  // Norm vectors: in the backend's weight type, as CreateWeight stores any weight (fp32 on
+  // the CPU; on CUDA the activation type, which its RmsNorm kernel reads them as).
   auto load_vector = [&](const std::string& name, OwnedTensor* dst) -> absl::Status {
     host.clear();
     RETURN_IF_ERROR(AppendMatrix(file, name, 1, c.dim, &host));
@@ -347,17 +349,27 @@ absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
   const int64_t rows = batch.num_logits();
   RETURN_IF_ERROR(EnsureWorkspace(n, std::max<int64_t>(rows, 1)));
   RETURN_IF_ERROR(backend_->PrepareBatch(batch));
-  backend_->Embed(token_embd_.view, ws_.x.view.Rows(0, n));
-  for (int32_t l = 0; l < config_.num_layers; ++l) RunLayer(l, cache, n);
-  if (rows == 0) return backend_->Synchronize();
   // The final norm is row-wise, so only the rows that need logits go through it.
   const Tensor last = ws_.last.view.Rows(0, rows);
   const Tensor last_norm = ws_.last_norm.view.Rows(0, rows);
   const Tensor out = ws_.logits.view.Rows(0, rows);
-  backend_->GatherLogitRows(ws_.x.view.Rows(0, n), last);
-  backend_->RmsNorm(last, output_norm_.view, config_.rms_eps, last_norm);
-  backend_->MatMul(last_norm, config_.tied_embeddings ? token_embd_.view : output_.view, out);
-  if (output_b_.view.data != nullptr) backend_->AddBias(out, output_b_.view);
+  // The ops below read this model's weights, the workspace (its buffers change only when it
+  // grows), the cache and the row counts: a backend may replay them for another batch of
+  // the same shape under the same key (CUDA graphs of decode steps).
+  const kernels::KvCacheShape& s = cache.shape;
+  const uint64_t key = absl::HashOf(this, ws_.x.view.data, ws_.last.view.data, cache.data,
+                                    s.num_layers, s.num_blocks, s.block_size, s.num_kv_heads,
+                                    s.head_dim, static_cast<int>(s.dtype), s.fp8_scale, n, rows);
+  RETURN_IF_ERROR(backend_->RunRecordable(key, [&] {
+    backend_->Embed(token_embd_.view, ws_.x.view.Rows(0, n));
+    for (int32_t l = 0; l < config_.num_layers; ++l) RunLayer(l, cache, n);
+    if (rows == 0) return;
+    backend_->GatherLogitRows(ws_.x.view.Rows(0, n), last);
+    backend_->RmsNorm(last, output_norm_.view, config_.rms_eps, last_norm);
+    backend_->MatMul(last_norm, config_.tied_embeddings ? token_embd_.view : output_.view, out);
+    if (output_b_.view.data != nullptr) backend_->AddBias(out, output_b_.view);
+  }));
+  if (rows == 0) return backend_->Synchronize();
   return backend_->ReadF32(out, logits);
 }
 

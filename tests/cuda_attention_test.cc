@@ -1,13 +1,15 @@
 // Paged attention on CUDA against the CPU backend: head_dim {64, 128, 8} x block_size
 // {16, 32} x GQA group {1, 4, 8} x dtype, over mixed batches (decode tokens with contexts 1,
 // block_size - 1, block_size, block_size + 1 and 4096 beside prefill chunks with and without
-// a cached prefix), shuffled block tables, split-KV forced on and off, batches of 1 to 64,
-// the tensor-core and the CUDA-core kernels. Every output element is checked after the
+// a cached prefix), shuffled block tables, split-KV forced on and off (the split tokens
+// counted), batches of 1 to 64, head_dim 256, block sizes 1, 64 and 256, the tensor-core and
+// the CUDA-core kernels. Every output element is checked after the
 // output was filled with NaN. The plan builder's tests (no device needed) are at the end.
 #include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +43,9 @@ struct Case {
   int32_t kv_heads = 2;
   std::vector<Seq> seqs;
   CudaOptions options;
+  // Decode tokens whose context the plan must split (>= 0: asserted). Forced partitions
+  // (options.split_kv_partition >= 0) are counted by ExpectedSplitTokens instead.
+  int32_t want_split_tokens = -1;
 
   std::string Name() const {
     return absl::StrCat(std::string(DTypeName(dtype)), " head_dim ", head_dim, " block_size ",
@@ -98,8 +103,22 @@ int32_t ExpectedTiles(const Case& c) {
   return tiles;
 }
 
+// Decode tokens of `c` split under a forced partition: contexts longer than the partition
+// rounded up to 16 tokens (0: none); -1 when the plan chooses (not forced) and
+// c.want_split_tokens does not say.
+int32_t ExpectedSplitTokens(const Case& c) {
+  const int32_t partition = c.options.split_kv_partition;
+  if (partition < 0) return c.want_split_tokens;
+  if (partition == 0) return 0;
+  const int32_t rounded = (partition + 15) / 16 * 16;
+  int32_t split = 0;
+  for (const Seq& s : c.seqs) split += s.q_len == 1 && s.context > rounded ? 1 : 0;
+  return split;
+}
+
 // Expects the last Attention of `cuda` to have run the kernels `c` is meant for (the test
-// hook CudaLastAttention): a silent fallback to the CUDA-core kernel fails here.
+// hook CudaLastAttention): a silent fallback to the CUDA-core kernel fails here. The split
+// tokens are checked where known, so a split that never ran fails too.
 void ExpectPathRan(const Case& c, const Backend& cuda) {
   absl::StatusOr<CudaAttentionTrace> trace = CudaLastAttention(&cuda);
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -109,6 +128,10 @@ void ExpectPathRan(const Case& c, const Backend& cuda) {
   for (const Seq& s : c.seqs) decode += s.q_len == 1 ? 1 : 0;
   EXPECT_GE(trace->decode_items, decode);
   EXPECT_EQ(trace->prefill_tiles, trace->tensor_core ? ExpectedTiles(c) : 0);
+  const int32_t split = ExpectedSplitTokens(c);
+  if (split >= 0) {
+    EXPECT_EQ(trace->split_tokens, split) << "split tokens";
+  }
 }
 
 // Runs attention of case `c` on both backends (layer 1 of a 2-layer cache filled with random
@@ -202,12 +225,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttentionGridTest,
 TEST(CudaAttentionTest, SplitKvForcedAndOffMatchCpu) {
   PAGODA_SKIP_WITHOUT_CUDA();
   for (DType dtype : {DType::kBF16, DType::kF32}) {
-    for (int32_t partition : {0, 16, 64, 1000}) {
+    // Partition, decode tokens split: 16, all but the context of 1; 64, the contexts 4096, 65
+    // and 129; 1000, the 4096.
+    const std::pair<int32_t, int32_t> cases[] = {{0, 0}, {16, 4}, {64, 3}, {1000, 1}};
+    for (const auto& [partition, split] : cases) {
       Case c;
       c.dtype = dtype;
       c.group = 8;
       c.seqs = {{4096, 1}, {17, 1}, {65, 1}, {200, 3}, {1, 1}, {129, 1}};
       c.options.split_kv_partition = partition;
+      ASSERT_EQ(ExpectedSplitTokens(c), split);
       RunCase(c, 100 + partition);
     }
   }
@@ -240,7 +267,42 @@ TEST(CudaAttentionTest, BatchesOfOneToSixtyFourOnTheBenchmarkShape) {
   single.group = 8;
   single.kv_heads = 4;
   single.seqs = {{4096, 1}};  // few blocks: the plan splits the context
+  single.want_split_tokens = 1;
   RunCase(single, 400);
+}
+
+// head_dim 256 (the CUDA-core kernel's largest) and blocks of 64 and 256 tokens on both
+// kernels: contexts around the block boundaries, a prefill chunk crossing blocks, a long
+// decode context, splitting forced for one run.
+TEST(CudaAttentionTest, HeadDim256AndBlocksOf64And256) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 900;
+  for (int32_t block_size : {64, 256}) {
+    for (DType dtype : {DType::kBF16, DType::kF32}) {
+      for (int32_t head_dim : {256, 128, 64}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = head_dim;
+        c.block_size = block_size;
+        c.group = 4;
+        c.seqs = {{1, 1},
+                  {block_size - 1, 1},
+                  {block_size, 1},
+                  {block_size + 1, 1},
+                  {block_size + 40, 70},
+                  {1500, 1}};
+        RunCase(c, seed++);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+    Case split;
+    split.head_dim = 256;
+    split.block_size = block_size;
+    split.group = 2;
+    split.seqs = {{1500, 1}, {300, 1}, {40, 40}};
+    split.options.split_kv_partition = 128;
+    RunCase(split, seed++);
+  }
 }
 
 TEST(CudaAttentionTest, BlockSizeOneAndLargeGroups) {

@@ -377,6 +377,21 @@ TEST(CudaOptionsTest, ReadsTheEnvironment) {
   EXPECT_EQ(o->dtype, DType::kBF16);
   EXPECT_FALSE(o->generic_attention);
   EXPECT_LT(o->split_kv_partition, 0);
+  EXPECT_TRUE(o->graphs);
+}
+
+// Needs no device: CUDA graphs on by default, off by the flag or (no flag) the environment.
+TEST(CudaOptionsTest, GraphsOnUnlessTurnedOff) {
+  unsetenv("PAGODA_CUDA_GRAPHS");
+  EXPECT_TRUE(CudaOptionsFrom({})->graphs);
+  EXPECT_FALSE(CudaOptionsFrom({.cuda_graphs = "off"})->graphs);
+  setenv("PAGODA_CUDA_GRAPHS", "off", 1);
+  EXPECT_FALSE(CudaOptionsFrom({})->graphs);
+  EXPECT_TRUE(CudaOptionsFrom({.cuda_graphs = "on"})->graphs);
+  setenv("PAGODA_CUDA_GRAPHS", "sometimes", 1);
+  EXPECT_EQ(CudaOptionsFrom({}).status().message(),
+            "PAGODA_CUDA_GRAPHS=sometimes: expected on or off");
+  unsetenv("PAGODA_CUDA_GRAPHS");
 }
 
 // Needs no device: the flags (BackendOptions) win over the environment, and errors name

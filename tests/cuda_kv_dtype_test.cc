@@ -1,8 +1,13 @@
 // KV cache types on CUDA other than the activation type (f16, bf16, fp8 e4m3 with a
-// per-tensor scale): WriteKv stores each element as the host reference rounds it, and paged
-// attention over that cache matches the CPU backend over an f32 cache holding the same
-// rounded values. Device tests skip without a GPU; the path choice and sizes run anywhere.
+// per-tensor scale): WriteKv stores each element as the host reference rounds it (fp8
+// saturating at +-448), and paged attention over that cache matches the CPU backend over an
+// f32 cache holding the same rounded values; an fp8 cache under bf16/f16 activations takes
+// the tensor-core kernels (converted while loading). fp8 attention stays within a bound of
+// unquantized attention, a bound the CPU alone shows is met by the rounding itself. Device
+// tests skip without a GPU; the path choice, sizes and the CPU bound run anywhere.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -93,7 +98,7 @@ TEST(CudaKvDtypeTest, Fp8CacheTakesOneBytePerElement) {
   EXPECT_EQ(DTypeName(DType::kF8E4M3), "fp8");
 }
 
-TEST(CudaKvDtypeTest, TensorCoresOnlyWhenTheCacheHasTheActivationType) {
+TEST(CudaKvDtypeTest, TensorCoresForACacheOfTheActivationTypeOrFp8) {
   cuda::AttentionShape s{.dtype = DType::kBF16,
                          .kv_dtype = DType::kBF16,
                          .head_dim = 128,
@@ -101,11 +106,22 @@ TEST(CudaKvDtypeTest, TensorCoresOnlyWhenTheCacheHasTheActivationType) {
                          .num_heads = 32,
                          .num_kv_heads = 8,
                          .aligned = true};
-  EXPECT_EQ(*cuda::ChooseAttentionPath(s), cuda::AttentionPath::kTensorCore);
-  for (DType kv : {DType::kF16, DType::kF32, DType::kF8E4M3}) {
-    s.kv_dtype = kv;
-    EXPECT_EQ(*cuda::ChooseAttentionPath(s), cuda::AttentionPath::kGeneric) << DTypeName(kv);
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    s.dtype = act;
+    for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
+      s.kv_dtype = kv;
+      const bool tc = kv == act || kv == DType::kF8E4M3;
+      EXPECT_EQ(*cuda::ChooseAttentionPath(s),
+                tc ? cuda::AttentionPath::kTensorCore : cuda::AttentionPath::kGeneric)
+          << DTypeName(act) << " over " << DTypeName(kv);
+    }
   }
+  s.dtype = DType::kF32;  // f32 activations: CUDA cores whatever the cache
+  s.kv_dtype = DType::kF8E4M3;
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), cuda::AttentionPath::kGeneric);
+  s.dtype = DType::kBF16;
+  s.head_dim = 96;  // tensor cores take head_dim 64 and 128 only
+  EXPECT_EQ(*cuda::ChooseAttentionPath(s), cuda::AttentionPath::kGeneric);
 }
 
 // Sequence 0: a 37-token prompt; sequence 1: 70 tokens, the first 69 written in an earlier
@@ -134,12 +150,12 @@ BatchInput StepBatch(int32_t step, int32_t block_size) {
 
 // One activation type over one cache type: both steps write K/V and attend; every stored
 // element equals the host rounding, every output the CPU's over the rounded values.
-void RunKvCase(DType act, DType kv, float fp8_scale) {
+void RunKvCase(DType act, DType kv, float fp8_scale, int32_t head_dim = 64) {
   SCOPED_TRACE(absl::StrCat(std::string(DTypeName(act)), " over ", std::string(DTypeName(kv)),
-                            " cache, fp8 scale ", fp8_scale));
+                            " cache, fp8 scale ", fp8_scale, ", head_dim ", head_dim));
   testing::BackendPair b = testing::MakeBackendPair({.dtype = act});
   ASSERT_NE(b.cuda, nullptr);
-  const int32_t block_size = 16, kv_heads = 2, group = 4, head_dim = 64;
+  const int32_t block_size = 16, kv_heads = 2, group = 4;
   const int32_t heads = kv_heads * group, width = heads * head_dim, kv_width = kv_heads * head_dim;
   const KvCacheShape shape{.num_layers = 2,
                            .num_blocks = 9,
@@ -193,7 +209,11 @@ void RunKvCase(DType act, DType kv, float fp8_scale) {
                             "attention");
     absl::StatusOr<CudaAttentionTrace> trace = CudaLastAttention(b.cuda.get());
     ASSERT_TRUE(trace.ok()) << trace.status();
-    EXPECT_FALSE(trace->tensor_core);
+    EXPECT_EQ(trace->tensor_core, act != DType::kF32 && kv == DType::kF8E4M3);
+    // Step 0: prefills of 37 and 69 tokens in tiles of 64 / group = 16 tokens: 3 + 5.
+    if (trace->tensor_core) {
+      EXPECT_EQ(trace->prefill_tiles, step == 0 ? 3 + 5 : 0);
+    }
   }
   // The stored elements of layer 1, K then V, wherever a token was written.
   const size_t plane = static_cast<size_t>(9 * block_size) * kv_width * DTypeSize(kv);
@@ -216,6 +236,126 @@ TEST(CudaKvDtypeTest, WriteAndAttendOverEveryOtherCacheType) {
       RunKvCase(act, kv, 1.f);
       if (kv == DType::kF8E4M3) RunKvCase(act, kv, 0.25f);
     }
+  }
+}
+
+// The tensor-core kernels over fp8 with both head_dims and both 16-bit activation types,
+// and a scale under which values beyond e4m3's range saturate (|x| / scale up to 768 > 448:
+// stored as +-448 * scale, which the host rounding and the CPU's attention input share).
+TEST(CudaKvDtypeTest, Fp8OnTensorCoresForEachHeadDimAndSaturation) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    for (int32_t head_dim : {64, 128}) RunKvCase(act, DType::kF8E4M3, 0.5f, head_dim);
+  }
+  RunKvCase(DType::kBF16, DType::kF8E4M3, 1.f / 256, 128);
+  RunKvCase(DType::kF32, DType::kF8E4M3, 1.f / 256, 64);
+}
+
+// What fp8 rounding costs attention: the relative error ||fp8 - exact|| / ||exact|| (2-norms
+// over every output element) of a prefill batch (37- and 69-token sequences, K/V and q
+// uniform in [-3, 3) and [-2, 2)), the CPU computing both from an f32 cache. Single elements
+// stray further where a sharp softmax meets a rounded key; the norm is the stable measure.
+constexpr double kFp8AttentionBound = 0.06;  // measured 0.042-0.043 (head_dim 128, 64)
+
+// ||got - want|| / ||want||.
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    norm += double{want[i]} * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// CPU attention of step 0 over an f32 cache holding `k`, `v`.
+std::vector<float> CpuAttention(Backend& cpu, const std::vector<float>& k,
+                                const std::vector<float>& v, const std::vector<float>& q,
+                                int32_t head_dim) {
+  const int32_t kv_heads = 2, heads = 8, block_size = 16;
+  const BatchInput batch = StepBatch(0, block_size);
+  const int64_t n = batch.num_tokens();
+  const KvCacheShape shape{.num_layers = 1,
+                           .num_blocks = 9,
+                           .block_size = block_size,
+                           .num_kv_heads = kv_heads,
+                           .head_dim = head_dim,
+                           .dtype = DType::kF32};
+  auto mem = cpu.Allocate(shape.total_bytes());
+  auto kt = cpu.CreateWeight(k.data(), n, kv_heads * head_dim);
+  auto vt = cpu.CreateWeight(v.data(), n, kv_heads * head_dim);
+  auto qt = cpu.CreateWeight(q.data(), n, heads * head_dim);
+  auto out = cpu.AllocateTensor(DType::kF32, n, heads * head_dim);
+  EXPECT_TRUE(mem.ok() && kt.ok() && vt.ok() && qt.ok() && out.ok());
+  if (!mem.ok() || !kt.ok() || !vt.ok() || !qt.ok() || !out.ok()) return {};
+  const PagedKvCache cache{mem->data(), shape};
+  EXPECT_TRUE(cpu.PrepareBatch(batch).ok());
+  cpu.WriteKv(kt->view, vt->view, cache, 0);
+  cpu.Attention(qt->view, cache, 0,
+                {heads, kv_heads, head_dim, 1.f / std::sqrt(static_cast<float>(head_dim))},
+                out->view);
+  return Read(cpu, out->view);
+}
+
+TEST(CudaKvDtypeTest, Fp8RoundingKeepsAttentionWithinTheBoundOnTheCpu) {
+  auto cpu = CreateBackend({.device = DeviceKind::kCpu, .num_threads = 1});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  for (int32_t head_dim : {64, 128}) {
+    for (float scale : {1.f, 0.25f}) {
+      std::mt19937 rng(static_cast<uint32_t>(head_dim));
+      const int64_t n = 37 + 69, kv_width = 2 * head_dim;
+      const std::vector<float> k = RandomValues(n * kv_width, rng, -3, 3);
+      const std::vector<float> v = RandomValues(n * kv_width, rng, -3, 3);
+      const std::vector<float> q = RandomValues(n * 4 * kv_width, rng, -2, 2);
+      std::vector<float> k8(k.size()), v8(v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k8[i] = RoundAs(DType::kF8E4M3, k[i], scale);
+        v8[i] = RoundAs(DType::kF8E4M3, v[i], scale);
+      }
+      const double err = RelativeError(CpuAttention(**cpu, k8, v8, q, head_dim),
+                                       CpuAttention(**cpu, k, v, q, head_dim));
+      EXPECT_LE(err, kFp8AttentionBound) << "head_dim " << head_dim << ", scale " << scale;
+      EXPECT_GT(err, 0) << "fp8 rounding changed nothing: the check would be vacuous";
+      std::printf("fp8 attention error, head_dim %d, scale %g: %.4f\n", head_dim, scale, err);
+    }
+  }
+}
+
+// CUDA attention over an fp8 cache (tensor cores, bf16 activations) against the CPU's over
+// the unquantized K/V: within the fp8 bound plus bf16's tolerance.
+TEST(CudaKvDtypeTest, Fp8AttentionStaysWithinTheBoundOfUnquantizedAttention) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  testing::BackendPair b = testing::MakeBackendPair({.dtype = DType::kBF16});
+  ASSERT_NE(b.cuda, nullptr);
+  for (int32_t head_dim : {64, 128}) {
+    SCOPED_TRACE(head_dim);
+    std::mt19937 rng(static_cast<uint32_t>(head_dim));
+    const BatchInput batch = StepBatch(0, 16);
+    const int64_t n = batch.num_tokens(), kv_width = 2 * head_dim, width = 4 * kv_width;
+    TwinTensor k = MakeTwin(b, RandomValues(n * kv_width, rng, -3, 3), n, kv_width);
+    TwinTensor v = MakeTwin(b, RandomValues(n * kv_width, rng, -3, 3), n, kv_width);
+    TwinTensor q = MakeTwin(b, RandomValues(n * width, rng, -2, 2), n, width);
+    TwinTensor out = MakeOutput(b, DType::kBF16, n, width);
+    const KvCacheShape shape{.num_layers = 1,
+                             .num_blocks = 9,
+                             .block_size = 16,
+                             .num_kv_heads = 2,
+                             .head_dim = head_dim,
+                             .dtype = DType::kF8E4M3};
+    auto mem = b.cuda->Allocate(shape.total_bytes());
+    ASSERT_TRUE(mem.ok());
+    const PagedKvCache cache{mem->data(), shape};
+    ASSERT_TRUE(b.cuda->PrepareBatch(batch).ok());
+    b.cuda->WriteKv(k.cuda, v.cuda, cache, 0);
+    b.cuda->Attention(q.cuda, cache, 0,
+                      {8, 2, head_dim, 1.f / std::sqrt(static_cast<float>(head_dim))}, out.cuda);
+    ASSERT_TRUE(b.cuda->Synchronize().ok());
+    absl::StatusOr<CudaAttentionTrace> trace = CudaLastAttention(b.cuda.get());
+    ASSERT_TRUE(trace.ok());
+    EXPECT_TRUE(trace->tensor_core);
+    const std::vector<float> want = CpuAttention(*b.cpu, k.values, v.values, q.values, head_dim);
+    const double err = RelativeError(Read(*b.cuda, out.cuda), want);
+    EXPECT_LE(err, kFp8AttentionBound + testing::Tolerance(DType::kBF16));
+    RecordProperty(absl::StrCat("fp8_attention_error_hd", head_dim), absl::StrCat(err));
   }
 }
 

@@ -1,7 +1,8 @@
 // End to end on CUDA: greedy decoding of stories260K and its RoPE / qwen2 variants in fp32
 // reproduces the golden token ids (llama.cpp's), prefill then one token per step through a
 // shuffled block table; a bf16 run must produce in-vocabulary tokens; every quantized weight
-// type gives the CPU's logits on the dequantized weights. Skips without a device.
+// type gives the CPU's logits on the dequantized weights, in f32 within 1e-3 and through the
+// bf16 expansion within 5%. Skips without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -225,31 +227,47 @@ std::vector<float> LastLogits(LlamaModel& model, const std::vector<int32_t>& pro
 // dequantized: llama-quantize's --pure files of tests/data/quant_ref_models.tar.xz, f32.
 class CudaQuantizedTest : public ::testing::TestWithParam<std::string> {};
 
+// The last prompt token's logits of the quantized file on CUDA with `dtype` and of its
+// dequantized copy on the CPU: {got, want}.
+std::pair<std::vector<float>, std::vector<float>> QuantizedLogits(const std::string& type,
+                                                                  kernels::DType dtype) {
+  auto file = gguf::GgufFile::Open(pagoda::testing::ModelPath("quant_ref/qref-" + type + ".gguf"));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  std::unique_ptr<gguf::GgufFile> f32 = DequantizedCopy(**file);
+  auto cpu = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
+  auto cuda = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda}, {.dtype = dtype});
+  EXPECT_TRUE(f32 != nullptr && cpu.ok() && cuda.ok());
+  if (f32 == nullptr || !cpu.ok() || !cuda.ok()) return {};
+  auto cpu_model = LlamaModel::Load(*f32, cpu->get());
+  auto cuda_model = LlamaModel::Load(**file, cuda->get());
+  EXPECT_TRUE(cpu_model.ok()) << cpu_model.status();
+  EXPECT_TRUE(cuda_model.ok()) << cuda_model.status();
+  if (!cpu_model.ok() || !cuda_model.ok()) return {};
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 9, 77, 300, 12, 5, 411, 260, 2};
+  return {LastLogits(**cuda_model, prompt), LastLogits(**cpu_model, prompt)};
+}
+
 TEST_P(CudaQuantizedTest, LogitsMatchCpuOnDequantizedWeights) {
   PAGODA_SKIP_WITHOUT_CUDA();
-  auto file =
-      gguf::GgufFile::Open(pagoda::testing::ModelPath("quant_ref/qref-" + GetParam() + ".gguf"));
-  ASSERT_TRUE(file.ok()) << file.status();
-  std::unique_ptr<gguf::GgufFile> f32 = DequantizedCopy(**file);
-  ASSERT_NE(f32, nullptr);
-  auto cpu = kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto cuda = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
-                                         {.dtype = kernels::DType::kF32});
-  ASSERT_TRUE(cuda.ok()) << cuda.status();
-  auto cpu_model = LlamaModel::Load(*f32, cpu->get());
-  ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
-  auto cuda_model = LlamaModel::Load(**file, cuda->get());
-  ASSERT_TRUE(cuda_model.ok()) << cuda_model.status();
-  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 9, 77, 300, 12, 5, 411, 260, 2};
-  const std::vector<float> want = LastLogits(**cpu_model, prompt);
-  const std::vector<float> got = LastLogits(**cuda_model, prompt);
+  const auto [got, want] = QuantizedLogits(GetParam(), kernels::DType::kF32);
+  ASSERT_FALSE(want.empty());
   ASSERT_EQ(got.size(), want.size());
   float scale = 1.f;
   for (float v : want) scale = std::max(scale, std::abs(v));
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], 1e-3f * scale) << GetParam() << " logit " << i;
   }
+}
+
+// Through the bf16 expansion (the CUDA default): weights dequantized then rounded to bf16,
+// bf16 activations and KV; within 5% of (|logit| + rms), bf16's 2^-9 rounding on every
+// weight and on the activations of five layers.
+TEST_P(CudaQuantizedTest, Bf16LogitsTrackCpuOnDequantizedWeights) {
+  PAGODA_SKIP_WITHOUT_CUDA();
+  const auto [got, want] = QuantizedLogits(GetParam(), kernels::DType::kBF16);
+  ASSERT_FALSE(want.empty());
+  pagoda::testing::ExpectAllClose(got, want, 5e-2, GetParam() + " bf16 logits");
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaQuantizedTest,

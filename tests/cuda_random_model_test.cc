@@ -3,7 +3,9 @@
 // greedy-decoded after a multi-token prefill through a shuffled block table, compared
 // with the CPU backend on the same GGUF.
 //  - f32: CUDA's exact path (fp32 GEMMs without TF32, CUDA-core attention) must produce
-//    exactly the CPU's greedy tokens.
+//    the CPU's greedy token at every step, teacher-forced with the CPU's tokens; logits
+//    agree within 1e-4 of (|logit| + rms), and a differing argmax must be a tie within that
+//    (the sums run in another order), at most once.
 //  - bf16: activations, weights and the KV cache are bf16 on CUDA (tensor-core attention
 //    and GEMMs, fp32 accumulation); the CPU runs the same bf16-stored weights with fp32
 //    activations. Each step is teacher-forced with the CPU's token, so one near tie does
@@ -12,15 +14,20 @@
 //    activations and K/V about ten times on the way, each product summing hundreds of
 //    such errors with random signs. Where CUDA's argmax differs, the CPU's two candidates
 //    must lie within that tolerance of each other (a near tie), and at most 1 step in 8.
+//  - bf16 over an fp8 e4m3 KV cache: the same, with 15% (e4m3 keeps 4 significant bits,
+//    relative rounding 2^-4 = 6% at worst, on every K and V element), at most 1 step in 4.
 // Skips without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -44,7 +51,9 @@ using kernels::PagedKvCache;
 
 constexpr int32_t kBlock = 16;
 constexpr int32_t kSteps = 24;
+constexpr double kF32Tolerance = 1e-4;
 constexpr double kBf16Tolerance = 3e-2;
+constexpr double kFp8Tolerance = 0.15;
 
 // Two small random models, one per tensor-core head_dim, both with GQA.
 ModelPreset Preset(int32_t head_dim) {
@@ -67,7 +76,9 @@ std::vector<int32_t> Prompt(int32_t n, int32_t vocab, uint32_t seed) {
 // token per step, through a shuffled block table.
 class Decoder {
  public:
-  Decoder(LlamaModel* model, int32_t max_tokens) : model_(model) {
+  // The cache holds `kv` (default: OracleKvDtype).
+  Decoder(LlamaModel* model, int32_t max_tokens, std::optional<kernels::DType> kv = std::nullopt)
+      : model_(model) {
     const LlamaConfig& c = model->config();
     kernels::Backend& be = *model->backend();
     shape_ = {.num_layers = c.num_layers,
@@ -75,7 +86,7 @@ class Decoder {
               .block_size = kBlock,
               .num_kv_heads = c.num_kv_heads,
               .head_dim = c.head_dim,
-              .dtype = OracleKvDtype(be)};
+              .dtype = kv.value_or(OracleKvDtype(be))};
     auto memory = be.Allocate(shape_.total_bytes());
     EXPECT_TRUE(memory.ok()) << memory.status();
     if (memory.ok()) memory_ = std::move(*memory);
@@ -127,11 +138,13 @@ struct Loaded {
   std::unique_ptr<LlamaModel> model;
 };
 
-// `file` on the CPU backend, or on CUDA with `dtype`.
-Loaded Load(const gguf::GgufFile& file, bool cuda, kernels::DType dtype) {
+// `file` on the CPU backend, or on CUDA with `dtype` (and CUDA graphs unless `graphs` is
+// false).
+Loaded Load(const gguf::GgufFile& file, bool cuda, kernels::DType dtype, bool graphs = true) {
   Loaded l;
   auto backend =
-      cuda ? kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda}, {.dtype = dtype})
+      cuda ? kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
+                                        {.dtype = dtype, .graphs = graphs})
            : kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return l;
@@ -156,6 +169,54 @@ class CudaRandomModelTest : public ::testing::TestWithParam<int32_t> {
   void SetUp() override { PAGODA_SKIP_WITHOUT_CUDA(); }
 };
 
+// Decodes `prompt` then kSteps - 1 tokens on the CPU (f32) and on CUDA (`cuda_kv` cache),
+// both fed the CPU's greedy token at every step (teacher forcing). At every step the logits
+// must agree within `tol` of (|logit| + rms), and where the argmaxes differ the CPU's two
+// candidates must lie within that of each other; at most `max_flips` such steps. `tc`: the
+// CUDA attention must run on tensor cores (prefill tiles included).
+void ExpectTeacherForcedTracking(Loaded& cpu, Loaded& cuda, const std::vector<int32_t>& prompt,
+                                 kernels::DType cuda_kv, double tol, int32_t max_flips, bool tc) {
+  const auto n = static_cast<int32_t>(prompt.size());
+  Decoder on_cpu(cpu.model.get(), n + kSteps);
+  Decoder on_cuda(cuda.model.get(), n + kSteps, cuda_kv);
+  std::vector<float> want = on_cpu.Feed(prompt);
+  std::vector<float> got = on_cuda.Feed(prompt);
+  absl::StatusOr<kernels::CudaAttentionTrace> trace =
+      kernels::CudaLastAttention(cuda.backend.get());
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->tensor_core, tc);
+  if (tc) {
+    EXPECT_GT(trace->prefill_tiles, 0);  // 64 / group tokens per tile
+  }
+  int32_t flips = 0;
+  double worst = 0;  // the largest |got - want| / (|want| + rms) seen, for the report
+  for (int32_t step = 0; step < kSteps; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step << ", prompt of " << n << " tokens");
+    testing::ExpectAllClose(got, want, tol, "logits");
+    const double rms = Rms(want);
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::fabs(double{got[i]} - want[i]) / (std::fabs(want[i]) + rms));
+    }
+    const int32_t w = Argmax(want);
+    const int32_t g = Argmax(got);
+    if (g != w) {
+      ++flips;
+      EXPECT_LE(want[w] - want[g], tol * (std::fabs(want[w]) + rms))
+          << "token " << g << " instead of " << w;
+    }
+    if (step + 1 == kSteps) break;
+    want = on_cpu.Feed({w});
+    got = on_cuda.Feed({w});
+    trace = kernels::CudaLastAttention(cuda.backend.get());
+    ASSERT_TRUE(trace.ok());
+    EXPECT_EQ(trace->tensor_core, tc);  // the decode steps take the same path
+  }
+  EXPECT_LE(flips, max_flips);
+  ::testing::Test::RecordProperty(
+      absl::StrCat("worst_logit_error_", std::string(kernels::DTypeName(cuda_kv)), "_", n),
+      absl::StrCat(worst));
+}
+
 TEST_P(CudaRandomModelTest, GreedyF32EqualsCpuTokens) {
   std::unique_ptr<gguf::GgufFile> file = MakeFile(GetParam(), gguf::TensorType::kF32);
   ASSERT_NE(file, nullptr);
@@ -163,16 +224,9 @@ TEST_P(CudaRandomModelTest, GreedyF32EqualsCpuTokens) {
   Loaded cuda = Load(*file, true, kernels::DType::kF32);
   ASSERT_TRUE(cpu.model != nullptr && cuda.model != nullptr);
   for (int32_t prompt_len : {45, 7}) {
-    const std::vector<int32_t> prompt = Prompt(prompt_len, 512, prompt_len);
-    Decoder on_cpu(cpu.model.get(), prompt_len + kSteps);
-    Decoder on_cuda(cuda.model.get(), prompt_len + kSteps);
-    std::vector<int32_t> want = {Argmax(on_cpu.Feed(prompt))};
-    std::vector<int32_t> got = {Argmax(on_cuda.Feed(prompt))};
-    for (int32_t step = 1; step < kSteps; ++step) {
-      want.push_back(Argmax(on_cpu.Feed({want.back()})));
-      got.push_back(Argmax(on_cuda.Feed({got.back()})));
-    }
-    EXPECT_EQ(got, want) << "prompt of " << prompt_len << " tokens, head_dim " << GetParam();
+    SCOPED_TRACE(::testing::Message() << "head_dim " << GetParam());
+    ExpectTeacherForcedTracking(cpu, cuda, Prompt(prompt_len, 512, prompt_len),
+                                kernels::DType::kF32, kF32Tolerance, 1, false);
   }
 }
 
@@ -182,36 +236,65 @@ TEST_P(CudaRandomModelTest, GreedyBf16TracksCpuWithinTolerance) {
   Loaded cpu = Load(*file, false, kernels::DType::kF32);
   Loaded cuda = Load(*file, true, kernels::DType::kBF16);
   ASSERT_TRUE(cpu.model != nullptr && cuda.model != nullptr);
-  const std::vector<int32_t> prompt = Prompt(45, 512, 3);
-  Decoder on_cpu(cpu.model.get(), 45 + kSteps);
-  Decoder on_cuda(cuda.model.get(), 45 + kSteps);
-  std::vector<float> want = on_cpu.Feed(prompt);
-  std::vector<float> got = on_cuda.Feed(prompt);
-  // The prefill took the tensor-core prefill kernel (64 / group tokens per tile).
-  absl::StatusOr<kernels::CudaAttentionTrace> trace =
-      kernels::CudaLastAttention(cuda.backend.get());
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  EXPECT_TRUE(trace->tensor_core);
-  EXPECT_GT(trace->prefill_tiles, 0);
-  int32_t flips = 0;
-  for (int32_t step = 0; step < kSteps; ++step) {
-    SCOPED_TRACE(::testing::Message() << "step " << step << ", head_dim " << GetParam());
-    testing::ExpectAllClose(got, want, kBf16Tolerance, "bf16 logits");
-    const int32_t w = Argmax(want);
-    const int32_t g = Argmax(got);
-    if (g != w) {
-      ++flips;
-      const double bound = kBf16Tolerance * (std::fabs(want[w]) + Rms(want));
-      EXPECT_LE(want[w] - want[g], bound) << "token " << g << " instead of " << w;
-    }
-    if (step + 1 == kSteps) break;
-    want = on_cpu.Feed({w});
-    got = on_cuda.Feed({w});
-    trace = kernels::CudaLastAttention(cuda.backend.get());
-    ASSERT_TRUE(trace.ok());
-    EXPECT_TRUE(trace->tensor_core);  // the decode steps take the tensor-core decode kernel
+  SCOPED_TRACE(::testing::Message() << "head_dim " << GetParam());
+  ExpectTeacherForcedTracking(cpu, cuda, Prompt(45, 512, 3), kernels::DType::kBF16, kBf16Tolerance,
+                              kSteps / 8, true);
+}
+
+// An fp8 KV cache end to end: bf16 activations, the tensor-core kernels converting K/V tiles
+// as they load them.
+TEST_P(CudaRandomModelTest, GreedyBf16OverAnFp8CacheTracksCpuWithinTolerance) {
+  std::unique_ptr<gguf::GgufFile> file = MakeFile(GetParam(), gguf::TensorType::kBF16);
+  ASSERT_NE(file, nullptr);
+  Loaded cpu = Load(*file, false, kernels::DType::kF32);
+  Loaded cuda = Load(*file, true, kernels::DType::kBF16);
+  ASSERT_TRUE(cpu.model != nullptr && cuda.model != nullptr);
+  SCOPED_TRACE(::testing::Message() << "head_dim " << GetParam());
+  ExpectTeacherForcedTracking(cpu, cuda, Prompt(45, 512, 3), kernels::DType::kF8E4M3, kFp8Tolerance,
+                              kSteps / 4, true);
+}
+
+// CUDA graphs of decode steps replay exactly what the ops queue: a backend with graphs and
+// one without, on the same model and tokens, give bitwise equal logits at every step; the
+// first decode step is captured and the rest replayed (prefill steps run directly).
+TEST_P(CudaRandomModelTest, GraphReplaysGiveBitwiseTheLogitsOfDirectRuns) {
+  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
+      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
+    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
   }
-  EXPECT_LE(flips, kSteps / 8);
+  for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
+    SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
+    std::unique_ptr<gguf::GgufFile> file =
+        MakeFile(GetParam(),
+                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    ASSERT_NE(file, nullptr);
+    Loaded graphed = Load(*file, true, dtype, true);
+    Loaded direct = Load(*file, true, dtype, false);
+    ASSERT_TRUE(graphed.model != nullptr && direct.model != nullptr);
+    const std::vector<int32_t> prompt = Prompt(45, 512, 11);
+    Decoder a(graphed.model.get(), 45 + kSteps);
+    Decoder b(direct.model.get(), 45 + kSteps);
+    std::vector<float> got = a.Feed(prompt);
+    std::vector<float> want = b.Feed(prompt);
+    for (int32_t step = 0; step < kSteps; ++step) {
+      ASSERT_EQ(got, want) << "step " << step;
+      const int32_t next = Argmax(want);
+      got = a.Feed({next});
+      want = b.Feed({next});
+    }
+    absl::StatusOr<kernels::CudaGraphCounts> with = kernels::CudaGraphStats(graphed.backend.get());
+    absl::StatusOr<kernels::CudaGraphCounts> without =
+        kernels::CudaGraphStats(direct.backend.get());
+    ASSERT_TRUE(with.ok() && without.ok());
+    // 1 prefill (direct) + kSteps decode steps: one capture, kSteps - 1 replays (the block
+    // table, contexts under one split partition and the workspace keep one shape).
+    EXPECT_EQ(with->captures, 1);
+    EXPECT_EQ(with->replays, kSteps - 1);
+    EXPECT_EQ(with->failed, 0);
+    EXPECT_EQ(with->eager, 1);
+    EXPECT_EQ(without->captures + without->replays, 0);
+    EXPECT_EQ(without->eager, kSteps + 1);
+  }
 }
 
 // The premise of the comparisons above, checked on the CPU alone (runs without a device):

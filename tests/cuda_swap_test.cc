@@ -92,6 +92,12 @@ TEST(CudaSwapTest, BlockCopiesThroughPinnedHostMemoryAreExact) {
                                          {0, 0, CopyKind::kFromHost}, {5, 3, CopyKind::kDevice}};
   ASSERT_TRUE(CopyKvBlocks(be, cache, host, copies).ok());
   ASSERT_TRUE(be.Synchronize().ok());
+  // Coalesced: out, runs {1, 2} and {4}; in, {1 -> 5} and {0 -> 0}; each run one range per
+  // layer, K and V (2 x 3 x 2 = 12), and each direction one batch.
+  const auto counts = kernels::CudaHostCopies(&be);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->batches, 2);
+  EXPECT_EQ(counts->copies, 24);
   EXPECT_EQ(BlockBytes(be, host, 0, true), b1);
   EXPECT_EQ(BlockBytes(be, host, 1, true), b2);
   EXPECT_EQ(BlockBytes(be, host, 2, true), b4);

@@ -37,6 +37,7 @@ TEST(EngineFlagsTest, NoFlagsGiveEngineConfigDefaults) {
   EXPECT_EQ(got->kv_cache, want.kv_cache);
   EXPECT_EQ(got->enable_prefix_caching, want.enable_prefix_caching);
   EXPECT_EQ(got->kv_cache_dtype, want.kv_cache_dtype);
+  EXPECT_EQ(got->kv_cache_fp8_scale, want.kv_cache_fp8_scale);
   EXPECT_EQ(got->policy, want.policy);
   EXPECT_EQ(got->preemption_mode, want.preemption_mode);
   EXPECT_EQ(got->swap_space, want.swap_space);

@@ -55,6 +55,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--cuda-split-kv", f->cuda_split_kv,
                   "CUDA split-KV partition: auto, off or a size in tokens (default: "
                   "$PAGODA_CUDA_SPLIT_KV, else auto)");
+  cmd->add_option("--cuda-graphs", f->cuda_graphs,
+                  "CUDA graphs of decode steps, captured per batch shape and replayed: on or "
+                  "off (default: $PAGODA_CUDA_GRAPHS, else on)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--num-blocks", f->num_blocks,
@@ -89,6 +93,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "head) or fp8 (CUDA: e4m3); --kv-cache-memory counts its bytes, so a smaller "
                   "type holds more blocks")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "fp8"}));
+  cmd->add_option("--kv-cache-fp8-scale", f->kv_cache_fp8_scale,
+                  "fp8 KV cache: K and V are stored as value / scale in e4m3, whose largest "
+                  "magnitude is 448 (beyond it they saturate); > 0")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--scheduling-policy", f->scheduling_policy,
                   "who is admitted next: auto (fair share when --tenants are configured, else "
                   "first come first served), fcfs, or fair (weighted fair share of served "
@@ -138,6 +146,7 @@ absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& f,
   }
   c.kv_cache = f.kv_cache == "on";
   c.kv_cache_dtype = f.kv_cache_dtype;
+  c.kv_cache_fp8_scale = f.kv_cache_fp8_scale;
   c.enable_prefix_caching = f.enable_prefix_caching;
   c.shed_waiting_requests = f.shed_waiting_requests;
   if (f.scheduling_policy == "auto") {
@@ -195,6 +204,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
   options.cuda_dtype = f.cuda_dtype;
   options.cuda_attention = f.cuda_attention;
   options.cuda_split_kv = f.cuda_split_kv;
+  options.cuda_graphs = f.cuda_graphs;
   ASSIGN_OR_RETURN(auto file, model::OpenModel(f.model));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto engine,

@@ -26,6 +26,7 @@ struct EngineFlags {
   std::string cuda_dtype;
   std::string cuda_attention;
   std::string cuda_split_kv;
+  std::string cuda_graphs;
   int32_t block_size = kDefaults.block_size;
   int32_t num_blocks = kDefaults.num_blocks;
   int64_t kv_cache_memory = kDefaults.kv_cache_memory;
@@ -35,6 +36,7 @@ struct EngineFlags {
   std::string kv_cache = kDefaults.kv_cache ? "on" : "off";
   bool enable_prefix_caching = kDefaults.enable_prefix_caching;
   std::string kv_cache_dtype = kDefaults.kv_cache_dtype;
+  float kv_cache_fp8_scale = kDefaults.kv_cache_fp8_scale;
   std::string scheduling_policy = PolicyKindFlag(kDefaults.policy);  // auto, fcfs or fair
   std::string preemption_mode = PreemptionModeFlag(kDefaults.preemption_mode);  // auto, ...
   double swap_space_gib = 0;  // host memory for swap; 0 = the KV cache's size

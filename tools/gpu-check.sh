@@ -2,9 +2,10 @@
 # gpu-check: the whole CUDA check on a GPU machine in one command, from the archive that
 # tools/gpu-bundle.sh made here (no build there; the machine needs only the NVIDIA driver
 # and cuBLAS 13). Prints the commit the bundle was built from, then the device; runs every
-# CUDA test, the paged-attention bandwidth table, end-to-end decode tokens/s on the random
-# ~1B preset (bf16) and its preemption table (recompute vs swap), then a compute-sanitizer
-# memcheck pass over the attention and swap tests. Every step runs under its own time limit
+# CUDA test, the paged-attention bandwidth tables (bf16 and fp8 caches), end-to-end decode
+# tokens/s on the random ~1B preset (bf16, over a bf16 and an fp8 KV cache) and its
+# preemption table (recompute vs swap), then a compute-sanitizer memcheck pass over the
+# attention, fp8 and swap tests. Every step runs under its own time limit
 # and the limits plus a start-up allowance add up to at most 540 s, so one device command
 # (600 s at most) always ends with the results file written (docs/GPU.md, "The plan").
 #
@@ -13,7 +14,9 @@
 #              and every test each step would run (the binaries' --gtest_list_tests), then
 #              exits 0; runs nothing else (it unpacks the archive unless BUNDLE_DIR is set).
 # Env:   OUT         where gpu-check.log, results.json (every figure), paged_attention.json,
-#                    decode.json, preempt.txt and the whole log of a failing test binary go
+#                    paged_attention_fp8.json, decode.json, decode_fp8.json,
+#                    decode_graphs_off.json, preempt.txt and
+#                    the whole log of a failing test binary go
 #                    (default /tmp/pagoda-gpu-check/out)
 #        WORK        where the archive is unpacked and the 1b model is written
 #                    (default /tmp/pagoda-gpu-check; the model takes about 2 GB)
@@ -56,8 +59,8 @@ LOG=$OUT/gpu-check.log
 BUDGET=540
 STARTUP=20
 STEPS=(unpack model tests kernels decode preempt memcheck)
-declare -A LIMIT=([unpack]=45 [model]=60 [tests]=150 [kernels]=45 [decode]=45 [preempt]=90
-                  [memcheck]=75)
+declare -A LIMIT=([unpack]=45 [model]=60 [tests]=150 [kernels]=50 [decode]=66 [preempt]=90
+                  [memcheck]=59)
 for override in ${LIMITS:-}; do
   name=${override%%=*} value=${override#*=}
   if [ -z "${LIMIT[$name]:-}" ] || ! [[ $value =~ ^[0-9]+$ ]] || [ "$value" -lt 10 ]; then
@@ -67,11 +70,19 @@ for override in ${LIMITS:-}; do
   LIMIT[$name]=$value
 done
 [ "${LIMIT[unpack]}" -ge 30 ] || { echo "gpu-check: LIMITS: unpack needs 30 s at least" >&2; exit 2; }
-CUDA_TESTS=(cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test)
+# NAME+graphs-off: binary NAME again with PAGODA_CUDA_GRAPHS=off (every engine and model test
+# without CUDA graphs; the graph-replay test, which needs them, filtered out).
+CUDA_TESTS=(cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test
+            cuda_model_test+graphs-off)
+GRAPHS_OFF_FILTER='-*GraphReplays*'
+
 # memcheck: binary and --gtest_filter, run side by side under compute-sanitizer.
-# The attention tests but the 64-batch sweep, and the swap tests but the bf16 teacher-forced
-# one (its swap copies are covered by the others; it runs hundreds of engine steps).
-MEMCHECK=("cuda_attention_test *CudaAttention*:-CudaAttentionTest.BatchesOfOneToSixtyFourOnTheBenchmarkShape"
+# The attention tests but the 64-batch sweep and the large shapes (head_dim 256, blocks of
+# 256; the 8.6 GB cache of CudaLargeCacheTest is not matched either), the fp8 tensor-core
+# cases, and the swap tests but the bf16 teacher-forced one (its swap copies are covered by
+# the others; it runs hundreds of engine steps).
+MEMCHECK=("cuda_attention_test *CudaAttention*:-CudaAttentionTest.BatchesOfOneToSixtyFourOnTheBenchmarkShape:CudaAttentionTest.HeadDim256AndBlocksOf64And256"
+          "cuda_kv_dtype_test *Fp8OnTensorCores*"
           "cuda_model_test *CudaSwap*:-CudaSwapTest.Bf16SwappedRunTracksAnUnpreemptedRunTeacherForced")
 # shellcheck disable=SC2054  # commas inside flag values
 DECODE_ARGS=(--device=cuda --mode=batch --batch_sizes=1,16,64 --context=512 --decode_tokens=32)
@@ -83,9 +94,9 @@ describe() {
   case $1 in
     unpack) echo "xz -dc ARCHIVE | tar -x into \$WORK (limit - 20 s); find libcublas*.so.13, libcuda.so.1 (20 s)" ;;
     model) echo "pagoda-decode-bench --write_model=$MODEL --preset=1b --dtype=bf16" ;;
-    tests) echo "${CUDA_TESTS[*]} side by side (a skip with a GPU present fails)" ;;
-    kernels) echo "paged_attention_bench --json=\$OUT/paged_attention.json" ;;
-    decode) echo "pagoda-decode-bench --model=$MODEL ${DECODE_ARGS[*]}" ;;
+    tests) echo "${CUDA_TESTS[*]} side by side (+graphs-off: PAGODA_CUDA_GRAPHS=off --gtest_filter=$GRAPHS_OFF_FILTER; a skip with a GPU present fails)" ;;
+    kernels) echo "paged_attention_bench --json=\$OUT/paged_attention.json, then --kv_dtype=fp8 --json=\$OUT/paged_attention_fp8.json (half the limit each)" ;;
+    decode) echo "pagoda-decode-bench --model=$MODEL ${DECODE_ARGS[*]}, then with --kv-cache-dtype=fp8, then with PAGODA_CUDA_GRAPHS=off (a third of the limit each)" ;;
     preempt) echo "pagoda-decode-bench --model=$MODEL ${PREEMPT_ARGS[*]}" ;;
     memcheck)
       for s in "${MEMCHECK[@]}"; do printf '%s --gtest_filter=%s; ' "${s%% *}" "${s#* }"; done
@@ -185,7 +196,10 @@ write_results() {
     printf '  "memcheck": {\n    "tool": %s,\n    "note": %s,\n    "runs": %s\n  },\n' \
       "$(json_str "${SANITIZER:-}")" "$(json_str "${MEMCHECK_NOTE:-}")" "$(json_array "$PARTS/memcheck" 4)"
     printf '  "paged_attention": %s,\n' "$(json_file "$OUT/paged_attention.json")"
+    printf '  "paged_attention_fp8": %s,\n' "$(json_file "$OUT/paged_attention_fp8.json")"
     printf '  "decode": %s,\n' "$(json_file "$OUT/decode.json")"
+    printf '  "decode_fp8": %s,\n' "$(json_file "$OUT/decode_fp8.json")"
+    printf '  "decode_graphs_off": %s,\n' "$(json_file "$OUT/decode_graphs_off.json")"
     printf '  "preempt": %s\n}\n' "$(json_file "$WORK/preempt.json")"
   } >"$tmp" && mv "$tmp" "$RESULTS"
 }
@@ -296,8 +310,14 @@ step_model() {
 step_tests() {
   local status=0 t pids=() i=0
   for t in "${CUDA_TESTS[@]}"; do
-    PAGODA_TESTDATA_DIR=$B/testdata limited "${LIMIT[tests]}" "$B/bin/$t" --gtest_color=no \
-      >"$WORK/$t.log" 2>&1 &
+    if [ "${t%+graphs-off}" != "$t" ]; then
+      PAGODA_CUDA_GRAPHS=off PAGODA_TESTDATA_DIR=$B/testdata limited "${LIMIT[tests]}" \
+        "$B/bin/${t%+graphs-off}" --gtest_color=no --gtest_filter="$GRAPHS_OFF_FILTER" \
+        >"$WORK/$t.log" 2>&1 &
+    else
+      PAGODA_TESTDATA_DIR=$B/testdata limited "${LIMIT[tests]}" "$B/bin/$t" --gtest_color=no \
+        >"$WORK/$t.log" 2>&1 &
+    fi
     pids+=($!)
   done
   for t in "${CUDA_TESTS[@]}"; do
@@ -322,14 +342,20 @@ step_tests() {
   return "$status"
 }
 
+# The bf16 cache's table, then the fp8 cache's, each within half the step's limit.
 step_kernels() {
   [ "$HAVE_GPU" = 1 ] || { skip "no GPU: nothing is measured"; return; }
-  limited "${LIMIT[kernels]}" "$B/bin/paged_attention_bench" --json="$OUT/paged_attention.json"
+  local rc=0 r half=$((LIMIT[kernels] / 2))
+  limited "$half" "$B/bin/paged_attention_bench" --json="$OUT/paged_attention.json" || rc=$?
+  limited "$half" "$B/bin/paged_attention_bench" --kv_dtype=fp8 \
+    --json="$OUT/paged_attention_fp8.json" || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
+  return "$rc"
 }
 
-# The decode benchmark's table as JSON (rows "seqs tok/s ratio").
+# The decode benchmark's table as JSON (rows "seqs tok/s ratio"); $2 names the KV type, $3
+# whether CUDA graphs were on.
 decode_json() {
-  awk -v dev="$DEVICE" 'BEGIN { printf "{\n    \"device\": \"%s\",\n    \"preset\": \"1b\",\n    \"dtype\": \"bf16\",\n    \"context\": 512,\n    \"rows\": [", dev; n = 0 }
+  awk -v dev="$DEVICE" -v kv="$2" -v graphs="$3" 'BEGIN { printf "{\n    \"device\": \"%s\",\n    \"preset\": \"1b\",\n    \"dtype\": \"bf16\",\n    \"kv_cache_dtype\": \"%s\",\n    \"cuda_graphs\": \"%s\",\n    \"context\": 512,\n    \"rows\": [", dev, kv, graphs; n = 0 }
     /^ *[0-9]+ +[0-9.]+ +[0-9.]+ *$/ { printf "%s\n      {\"seqs\": %d, \"decode_tok_s\": %s, \"vs_1_seq\": %s}", (n++ ? "," : ""), $1, $2, $3 }
     END { print "\n    ]\n  }" }' "$1"
 }
@@ -354,10 +380,16 @@ preempt_json() {
 step_decode() {
   [ "$HAVE_GPU" = 1 ] || { skip "no GPU: nothing is measured"; return; }
   [ -s "$MODEL" ] || { STEP_NOTE="no model (the model step failed)"; return 1; }
-  local rc=0
-  limited "${LIMIT[decode]}" "$B/bin/pagoda-decode-bench" --model="$MODEL" "${DECODE_ARGS[@]}" |
-    tee "$WORK/decode.txt" || rc=$?
-  decode_json "$WORK/decode.txt" >"$OUT/decode.json"
+  local rc=0 r third=$((LIMIT[decode] / 3)) run kv graphs name
+  for run in bf16:on fp8:on bf16:off; do
+    kv=${run%:*} graphs=${run#*:} name=decode
+    [ "$kv" = fp8 ] && name=decode_fp8
+    [ "$graphs" = off ] && name=decode_graphs_off
+    PAGODA_CUDA_GRAPHS=$graphs limited "$third" "$B/bin/pagoda-decode-bench" --model="$MODEL" \
+      "${DECODE_ARGS[@]}" --kv-cache-dtype="$kv" | tee "$WORK/$name.txt" ||
+      { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
+    decode_json "$WORK/$name.txt" "$kv" "$graphs" >"$OUT/$name.json"
+  done
   return "$rc"
 }
 
@@ -435,7 +467,11 @@ dry_run() {
   echo "compute-sanitizer: ${SANITIZER:-not found (the memcheck step will be skipped)}"
   local t spec status=0 names n
   for t in "${CUDA_TESTS[@]}"; do
-    names=$(list_tests "$t") || { echo "$t: cannot list its tests"; status=1; continue; }
+    if [ "${t%+graphs-off}" != "$t" ]; then
+      names=$(list_tests "${t%+graphs-off}" "$GRAPHS_OFF_FILTER")
+    else
+      names=$(list_tests "$t")
+    fi || { echo "$t: cannot list its tests"; status=1; continue; }
     banner "step tests: $t, $(grep -c . <<<"$names") tests"
     while read -r n; do echo "  $n"; done <<<"$names"
   done

@@ -6,9 +6,12 @@
 // row is read once for all of them), as the 16 rows of one mma tile. The warps split the
 // item's positions into 16-token tiles (warp w takes tiles w, w + 4, ...), each streaming its
 // tiles through its own double-buffered shared memory with cp.async, and keep independent
-// softmax states that the block merges at the end.
+// softmax states that the block merges at the end. kFp8: the cache is fp8 e4m3; the warp's
+// double buffers hold its raw bytes, converted into one T tile each of K and V before use
+// (attention_kv_convert.cuh).
 #pragma once
 
+#include "kernels/cuda/attention_kv_convert.cuh"
 #include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention.cuh"
@@ -18,10 +21,13 @@ namespace pagoda::kernels::cuda {
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeTile = 16;
 
-// Dynamic shared memory of one block: per warp, K and V tiles in two stages.
-template <typename T, int kHeadDim>
-constexpr int DecodeTcSmemBytes() {
-  return kDecodeWarps * 4 * kDecodeTile * kHeadDim * static_cast<int>(sizeof(T));
+// Dynamic shared memory of one block: per warp, K and V tiles in two stages (kFp8: raw
+// fp8 tiles in two stages, then one T tile each of K and V).
+template <typename T, int kHeadDim, bool kFp8>
+__host__ __device__ constexpr int DecodeTcSmemBytes() {
+  constexpr int kTileElems = kDecodeTile * kHeadDim;
+  return kDecodeWarps * (kFp8 ? 4 * kTileElems + 2 * kTileElems * static_cast<int>(sizeof(T))
+                              : 4 * kTileElems * static_cast<int>(sizeof(T)));
 }
 
 // Writes this warp's rows (m, l already quad-summed, unnormalized O) as fp32 into `dst`:
@@ -85,10 +91,11 @@ __device__ __forceinline__ void MergeWarpStates(const float* states, const Paged
   }
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kFp8>
 __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedAttentionParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kTileElems = kDecodeTile * kHeadDim;
+  constexpr int kWarpBytes = DecodeTcSmemBytes<T, kHeadDim, kFp8>() / kDecodeWarps;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
@@ -112,30 +119,44 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
                      static_cast<int64_t>(p.num_kv_heads) * kHeadDim,
                      static_cast<int64_t>(kv_head) * kHeadDim,
                      p.log2_block_size};
-  // This warp's buffers: K stage 0, K stage 1, V stage 0, V stage 1.
-  T* buf = reinterpret_cast<T*>(smem) + warp * 4 * kTileElems;
+  // This warp's buffers: K stage 0, K stage 1, V stage 0, V stage 1 (kFp8: K, V, then the
+  // raw stages in that order).
+  T* buf = reinterpret_cast<T*>(smem + warp * kWarpBytes);
+  uint8_t* raw = smem + warp * kWarpBytes + (kFp8 ? 2 * kTileElems * sizeof(T) : 0);
+  // Starts the copy of the tile at position `base` into stage `s`.
+  const auto load = [&](int s, int base) {
+    if constexpr (kFp8) {
+      LoadFp8KvTile<kHeadDim, kDecodeTile, 32>(raw + s * kTileElems, raw + (2 + s) * kTileElems,
+                                               src, base, item.kv_end, lane);
+    } else {
+      LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf + s * kTileElems, buf + (2 + s) * kTileElems,
+                                               src, base, item.kv_end, lane);
+    }
+  };
   WarpState<kHeadDim> st;
   st.Init();
   const int num_tiles = (item.kv_end - item.kv_begin + kDecodeTile - 1) / kDecodeTile;
-  if (warp < num_tiles) {
-    LoadKvTile<T, kHeadDim, kDecodeTile, 32>(buf, buf + 2 * kTileElems, src,
-                                             item.kv_begin + warp * kDecodeTile, item.kv_end, lane);
-  }
+  if (warp < num_tiles) load(0, item.kv_begin + warp * kDecodeTile);
   CpAsyncCommit();
   int stage = 0;
   for (int tile = warp; tile < num_tiles; tile += kDecodeWarps) {
     const int next = tile + kDecodeWarps;
-    if (next < num_tiles) {
-      LoadKvTile<T, kHeadDim, kDecodeTile, 32>(
-          buf + (stage ^ 1) * kTileElems, buf + (2 + (stage ^ 1)) * kTileElems, src,
-          item.kv_begin + next * kDecodeTile, item.kv_end, lane);
-    }
+    if (next < num_tiles) load(stage ^ 1, item.kv_begin + next * kDecodeTile);
     CpAsyncCommit();
     CpAsyncWait<1>();  // the current tile has landed (groups complete in order)
-    __syncwarp();      // ... for every lane's copies
-    AttendTile<T, kHeadDim, kDecodeTile>(
-        st, qa, buf + stage * kTileElems, buf + (2 + stage) * kTileElems,
-        item.kv_begin + tile * kDecodeTile, limit, p.scale_log2, lane);
+    const T* k_tile = buf + stage * kTileElems;
+    const T* v_tile = buf + (2 + stage) * kTileElems;
+    if constexpr (kFp8) {
+      // Each lane converts the pieces it copied; the last tile's readers are done (below).
+      ConvertFp8KvTile<T, kHeadDim, kDecodeTile, 32>(
+          buf, buf + kTileElems, raw + stage * kTileElems, raw + (2 + stage) * kTileElems,
+          p.kv_scale, lane);
+      k_tile = buf;
+      v_tile = buf + kTileElems;
+    }
+    __syncwarp();  // every lane's copies (kFp8: conversions) of the tile are in place
+    AttendTile<T, kHeadDim, kDecodeTile>(st, qa, k_tile, v_tile, item.kv_begin + tile * kDecodeTile,
+                                         limit, p.scale_log2, lane);
     __syncwarp();  // all lanes are done reading `stage` before it is refilled
     stage ^= 1;
   }
@@ -143,9 +164,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
   st.FinishSums();
   __syncthreads();  // tiles are dead: reuse the shared memory for the merge
 
-  // Per warp: 16 * kHeadDim + 32 floats, within its 4 * kTileElems * sizeof(T) bytes.
+  // Per warp: 16 * kHeadDim + 32 floats, within its kWarpBytes.
   constexpr int kStateFloats = 16 * kHeadDim + 32;
-  static_assert(kStateFloats * 4 <= 4 * kTileElems * 2, "merge state must fit a warp's tiles");
+  static_assert(kStateFloats * 4 <= kWarpBytes, "merge state must fit a warp's tiles");
   float* states = reinterpret_cast<float*>(smem);
   StoreWarpState<kHeadDim>(st, states + warp * kStateFloats, lane);
   __syncthreads();
@@ -154,17 +175,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
 }
 
 // Launches DecodeTcKernel over the plan's items; raises the shared-memory limit once.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kFp8 = false>
 cudaError_t LaunchDecodeTc(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_items == 0) return cudaSuccess;
-  constexpr int kSmem = DecodeTcSmemBytes<T, kHeadDim>();
+  constexpr int kSmem = DecodeTcSmemBytes<T, kHeadDim, kFp8>();
   static const cudaError_t attr = cudaFuncSetAttribute(
-      DecodeTcKernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      DecodeTcKernel<T, kHeadDim, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr != cudaSuccess) return attr;
   const int group = p.num_heads / p.num_kv_heads;
   const dim3 grid(static_cast<unsigned>(p.num_items),
                   static_cast<unsigned>(p.num_kv_heads * ((group + 15) / 16)));
-  DecodeTcKernel<T, kHeadDim><<<grid, kDecodeWarps * 32, kSmem, stream>>>(p);
+  DecodeTcKernel<T, kHeadDim, kFp8><<<grid, kDecodeWarps * 32, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 

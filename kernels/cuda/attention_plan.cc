@@ -67,8 +67,9 @@ absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& s) {
                                                  " unsupported (even, 2..256; tensor cores: "
                                                  "64, 128)"));
   }
-  const bool tc_dtype =
-      (s.dtype == DType::kBF16 || s.dtype == DType::kF16) && s.kv_dtype == s.dtype;
+  // A cache of the activation type, or fp8 (converted while it is loaded).
+  const bool tc_dtype = (s.dtype == DType::kBF16 || s.dtype == DType::kF16) &&
+                        (s.kv_dtype == s.dtype || s.kv_dtype == DType::kF8E4M3);
   const bool tc_dim = s.head_dim == 64 || s.head_dim == 128;
   const bool tc_group = s.num_heads / s.num_kv_heads <= kMaxTensorCoreGroup;
   if (tc_dtype && tc_dim && tc_group && s.aligned && !s.force_generic) {

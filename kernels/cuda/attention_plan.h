@@ -24,10 +24,10 @@ struct AttentionShape {
   bool force_generic = false;  // always take the CUDA-core kernel
 };
 
-// The path for `shape`: tensor cores for bf16/f16 with a cache of the same type and head_dim
-// 64 or 128 (aligned, group <= 64), else the CUDA-core kernel. InvalidArgument when num_heads is
-// not a multiple of num_kv_heads; Unimplemented for block_size not a power of two in [1, 256] or
-// head_dim outside [2, 256] (odd head_dim also).
+// The path for `shape`: tensor cores for bf16/f16 with a cache of the same type or fp8 and
+// head_dim 64 or 128 (aligned, group <= 64), else the CUDA-core kernel. InvalidArgument when
+// num_heads is not a multiple of num_kv_heads; Unimplemented for block_size not a power of two in
+// [1, 256] or head_dim outside [2, 256] (odd head_dim also).
 absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& shape);
 
 struct AttentionPlanOptions {

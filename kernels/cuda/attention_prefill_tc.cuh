@@ -6,9 +6,12 @@
 // + h, so the group shares every K/V tile; warp w owns rows 16w..16w+15. The block streams
 // 32-token K/V tiles of positions [0, kv_end) through double-buffered shared memory with
 // cp.async; each row masks positions after its own (causal), and a warp skips tiles that
-// start after all of its rows.
+// start after all of its rows. kFp8: the cache is fp8 e4m3; its raw bytes take the double
+// buffers and are converted into one T tile each of K and V before use
+// (attention_kv_convert.cuh).
 #pragma once
 
+#include "kernels/cuda/attention_kv_convert.cuh"
 #include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention.cuh"
@@ -39,12 +42,16 @@ __device__ __forceinline__ void StoreRows(const WarpState<kHeadDim>& st,
   }
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kFp8>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     PrefillTcKernel(const PagedAttentionParams p) {
   constexpr int kTileElems = kPrefillTile * kHeadDim;
-  __shared__ __align__(128) T sk[2][kTileElems];
-  __shared__ __align__(128) T sv[2][kTileElems];
+  constexpr int kThreads = kPrefillWarps * 32;
+  // T tiles: two stages, or (kFp8) one converted stage beside two stages of raw bytes.
+  __shared__ __align__(128) T sk[kFp8 ? 1 : 2][kTileElems];
+  __shared__ __align__(128) T sv[kFp8 ? 1 : 2][kTileElems];
+  __shared__ __align__(128) uint8_t rk[kFp8 ? 2 : 1][kFp8 ? kTileElems : 16];
+  __shared__ __align__(128) uint8_t rv[kFp8 ? 2 : 1][kFp8 ? kTileElems : 16];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
@@ -87,24 +94,36 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
                      static_cast<int64_t>(p.num_kv_heads) * kHeadDim,
                      static_cast<int64_t>(kv_head) * kHeadDim,
                      p.log2_block_size};
+  // Starts the copy of the tile at position `base` into stage `s`.
+  const auto load = [&](int s, int base) {
+    if constexpr (kFp8) {
+      LoadFp8KvTile<kHeadDim, kPrefillTile, kThreads>(rk[s], rv[s], src, base, tile.kv_end,
+                                                      threadIdx.x);
+    } else {
+      LoadKvTile<T, kHeadDim, kPrefillTile, kThreads>(sk[s], sv[s], src, base, tile.kv_end,
+                                                      threadIdx.x);
+    }
+  };
   WarpState<kHeadDim> st;
   st.Init();
   const int num_tiles = (tile.kv_end + kPrefillTile - 1) / kPrefillTile;
-  LoadKvTile<T, kHeadDim, kPrefillTile, kPrefillWarps * 32>(sk[0], sv[0], src, 0, tile.kv_end,
-                                                            threadIdx.x);
+  load(0, 0);
   CpAsyncCommit();
   for (int i = 0; i < num_tiles; ++i) {
     const int stage = i & 1;
-    if (i + 1 < num_tiles) {
-      LoadKvTile<T, kHeadDim, kPrefillTile, kPrefillWarps * 32>(
-          sk[stage ^ 1], sv[stage ^ 1], src, (i + 1) * kPrefillTile, tile.kv_end, threadIdx.x);
-    }
+    if (i + 1 < num_tiles) load(stage ^ 1, (i + 1) * kPrefillTile);
     CpAsyncCommit();
     CpAsyncWait<1>();
-    __syncthreads();  // every thread's copies of tile i have landed
+    if constexpr (kFp8) {
+      // Each thread converts the pieces it copied; every warp is done with the last tile.
+      ConvertFp8KvTile<T, kHeadDim, kPrefillTile, kThreads>(sk[0], sv[0], rk[stage], rv[stage],
+                                                            p.kv_scale, threadIdx.x);
+    }
+    __syncthreads();  // every thread's copies (kFp8: conversions) of tile i are in place
+    const int t_stage = kFp8 ? 0 : stage;
     if (i * kPrefillTile <= warp_limit) {
-      AttendTile<T, kHeadDim, kPrefillTile>(st, qa, sk[stage], sv[stage], i * kPrefillTile, limit,
-                                            p.scale_log2, lane);
+      AttendTile<T, kHeadDim, kPrefillTile>(st, qa, sk[t_stage], sv[t_stage], i * kPrefillTile,
+                                            limit, p.scale_log2, lane);
     }
     __syncthreads();  // every warp is done with `stage` before it is refilled
   }
@@ -115,11 +134,11 @@ __global__ void __launch_bounds__(kPrefillWarps * 32)
 }
 
 // Launches PrefillTcKernel over the plan's tiles.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kFp8 = false>
 cudaError_t LaunchPrefillTc(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_tiles == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(p.num_kv_heads));
-  PrefillTcKernel<T, kHeadDim><<<grid, kPrefillWarps * 32, 0, stream>>>(p);
+  PrefillTcKernel<T, kHeadDim, kFp8><<<grid, kPrefillWarps * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -6,14 +6,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/gather_rows.cuh"
 
 namespace pagoda::kernels {
 namespace {
+
+// cuBLAS's workspace (what it picks by default on Hopper), set by us so that GEMMs captured
+// into a graph allocate nothing.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 // Value of environment variable `name`, or "" when unset.
 std::string Env(const char* name) {
@@ -99,6 +105,12 @@ absl::StatusOr<CudaOptions> CudaOptionsFrom(const BackendOptions& options) {
     }
     o.split_kv_partition = tokens;
   }
+  const Setting graphs = setting(options.cuda_graphs, "--cuda-graphs", "PAGODA_CUDA_GRAPHS");
+  if (graphs.value == "off") {
+    o.graphs = false;
+  } else if (!graphs.value.empty() && graphs.value != "on") {
+    return absl::InvalidArgumentError(absl::StrCat(graphs.where, ": expected on or off"));
+  }
   return o;
 }
 
@@ -137,6 +149,18 @@ absl::StatusOr<CudaAttentionTrace> CudaLastAttention(const Backend* backend) {
   return cuda->last_attention();
 }
 
+absl::StatusOr<CudaHostCopyCounts> CudaHostCopies(const Backend* backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(backend);
+  if (cuda == nullptr) return absl::InvalidArgumentError("CudaHostCopies: not a CUDA backend");
+  return cuda->host_copy_counts();
+}
+
+absl::StatusOr<CudaGraphCounts> CudaGraphStats(const Backend* backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(backend);
+  if (cuda == nullptr) return absl::InvalidArgumentError("CudaGraphStats: not a CUDA backend");
+  return cuda->graph_counts();
+}
+
 absl::StatusOr<CudaReadCounts> CudaLastReads(const Backend* backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(backend);
   if (cuda == nullptr) return absl::InvalidArgumentError("CudaLastReads: not a CUDA backend");
@@ -164,23 +188,39 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
       !st.ok()) {
     return st;
   }
+  // cuBLAS gets its workspace from us, so a GEMM inside a graph capture allocates nothing.
+  void* workspace = nullptr;
   cublasHandle_t cublas = nullptr;
-  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetStream(cublas, stream) != CUBLAS_STATUS_SUCCESS) {
+  if (cudaMalloc(&workspace, kCublasWorkspaceBytes) != cudaSuccess ||
+      cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(cublas, stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(cublas, workspace, kCublasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS) {
+    cudaGetLastError();
     if (cublas != nullptr) cublasDestroy(cublas);
+    if (workspace != nullptr) cudaFree(workspace);
     cudaStreamDestroy(stream);
-    return absl::InternalError("cuda: cannot create the cuBLAS handle");
+    return absl::InternalError("cuda: cannot create the cuBLAS handle and its workspace");
   }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(device, options, stream, cublas, num_sms));
+  CudaOptions o = options;
+  if (Env("PAGODA_CUDA_GRAPHS") == "off") o.graphs = false;
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackend(device, o, stream, cublas, workspace, num_sms));
 }
 
 CudaBackend::CudaBackend(int device, const CudaOptions& options, cudaStream_t stream,
-                         cublasHandle_t cublas, int num_sms)
-    : device_(device), options_(options), stream_(stream), cublas_(cublas), num_sms_(num_sms) {}
+                         cublasHandle_t cublas, void* cublas_workspace, int num_sms)
+    : device_(device),
+      options_(options),
+      stream_(stream),
+      cublas_(cublas),
+      cublas_workspace_(cublas_workspace),
+      num_sms_(num_sms) {}
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
+  graphs_.Clear();
   cublasDestroy(cublas_);
+  cudaFree(cublas_workspace_);
   cudaStreamDestroy(stream_);
 }
 
@@ -244,7 +284,40 @@ absl::StatusOr<DeviceBuffer> CudaBackend::AllocateHost(size_t bytes) {
 absl::Status CudaBackend::CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host) {
   // No wait: the stream orders the copy with the kernels before and after it.
   const cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+  ++host_copies_.batches;
+  ++host_copies_.copies;
   return CudaStatus(cudaMemcpyAsync(dst, src, bytes, kind, stream_), "swap copy");
+}
+
+absl::Status CudaBackend::CopyHostBatchAsync(absl::Span<const HostCopy> copies, bool to_host) {
+  if (copies.empty()) return absl::OkStatus();
+  if (copies.size() == 1 || batch_copy_unsupported_) {
+    return Backend::CopyHostBatchAsync(copies, to_host);
+  }
+  std::vector<void*> dsts(copies.size());
+  std::vector<const void*> srcs(copies.size());
+  std::vector<size_t> sizes(copies.size());
+  for (size_t i = 0; i < copies.size(); ++i) {
+    dsts[i] = copies[i].dst;
+    srcs[i] = copies[i].src;
+    sizes[i] = copies[i].bytes;
+  }
+  // Both sides are ordinary device or page-locked memory, read in stream order.
+  cudaMemcpyAttributes attrs{};
+  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t attrs_index = 0;
+  const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(),
+                                               copies.size(), &attrs, &attrs_index, 1, stream_);
+  if (err == cudaErrorNotSupported || err == cudaErrorCallRequiresNewerDriver) {
+    // A driver older than CUDA 12.8's: copy by copy from now on.
+    cudaGetLastError();
+    batch_copy_unsupported_ = true;
+    return Backend::CopyHostBatchAsync(copies, to_host);
+  }
+  RETURN_IF_ERROR(CudaStatus(err, "swap copy batch"));
+  ++host_copies_.batches;
+  host_copies_.copies += static_cast<int64_t>(copies.size());
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Zero(void* dst, size_t bytes) {
@@ -361,6 +434,10 @@ absl::Status CudaBackend::PrepareBatch(const BatchInput& batch) {
 
 absl::Status CudaBackend::EnsurePlan(const PlanKey& key) {
   if (plan_current_ && plan_key_ == key) return absl::OkStatus();
+  if (capturing_) {
+    // Uploading inside a capture would wait on the stream: RunRecordable gives up instead.
+    return absl::FailedPreconditionError("cuda graph capture: the attention plan changed");
+  }
   AttentionPlanOptions o;
   o.path = key.path;
   o.num_heads = key.num_heads;
@@ -390,6 +467,7 @@ absl::Status CudaBackend::EnsurePlan(const PlanKey& key) {
       static_cast<size_t>(plan_.num_partials) * key.num_heads * (key.head_dim + 2);
   if (absl::Status st = partials_.Reserve(partial_floats * 4, stream_); !st.ok()) return st;
   plan_key_ = key;
+  have_plan_key_ = true;
   plan_current_ = true;
   return absl::OkStatus();
 }

@@ -19,14 +19,18 @@ struct CudaOptions {
   bool generic_attention = false;
   // Split-KV partition in tokens: < 0 chosen per batch, 0 never split, > 0 forced.
   int32_t split_kv_partition = -1;
+  // Decode steps as CUDA graphs: captured per batch shape, replayed (Backend::RunRecordable).
+  // PAGODA_CUDA_GRAPHS=off in the environment turns them off in every backend whatever
+  // this says (so whole test binaries run both ways).
+  bool graphs = true;
 };
 
 // OK when a CUDA device can be used; otherwise Unavailable with the reason.
 absl::Status CudaDeviceAvailable();
-// CudaOptions from `options`' cuda_dtype (f32|bf16|f16), cuda_attention (auto|generic) and
-// cuda_split_kv (auto|off|<tokens>), each taken, when empty, from the environment variable
-// PAGODA_CUDA_DTYPE / PAGODA_CUDA_ATTENTION / PAGODA_CUDA_SPLIT_KV. InvalidArgument naming
-// the flag or the variable for a value outside those.
+// CudaOptions from `options`' cuda_dtype (f32|bf16|f16), cuda_attention (auto|generic),
+// cuda_split_kv (auto|off|<tokens>) and cuda_graphs (on|off), each taken, when empty, from the
+// environment variable PAGODA_CUDA_DTYPE / _ATTENTION / _SPLIT_KV / _GRAPHS. InvalidArgument
+// naming the flag or the variable for a value outside those.
 absl::StatusOr<CudaOptions> CudaOptionsFrom(const BackendOptions& options);
 // CudaOptionsFrom with no flag set: the environment alone.
 absl::StatusOr<CudaOptions> CudaOptionsFromEnv();
@@ -63,5 +67,24 @@ struct CudaReadCounts {
 };
 // The counts of `backend`; InvalidArgument when it is not a CUDA backend.
 absl::StatusOr<CudaReadCounts> CudaLastReads(const Backend* backend);
+
+// What RunRecordable did so far (a test hook).
+struct CudaGraphCounts {
+  int64_t captures = 0;  // graphs captured (and launched)
+  int64_t replays = 0;   // graphs replayed
+  int64_t eager = 0;     // calls that ran the ops directly (graphs off, not a decode batch,
+                         // no attention plan yet, the cache of graphs full, a failed capture)
+  int64_t failed = 0;    // captures abandoned (then run directly)
+};
+// The counts of `backend`; InvalidArgument when it is not a CUDA backend.
+absl::StatusOr<CudaGraphCounts> CudaGraphStats(const Backend* backend);
+
+// How CopyHostAsync / CopyHostBatchAsync queued host copies so far (a test hook).
+struct CudaHostCopyCounts {
+  int64_t batches = 0;  // driver calls: one per CopyHostAsync, one per batch
+  int64_t copies = 0;   // byte ranges copied
+};
+// The counts of `backend`; InvalidArgument when it is not a CUDA backend.
+absl::StatusOr<CudaHostCopyCounts> CudaHostCopies(const Backend* backend);
 
 }  // namespace pagoda::kernels

@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_graphs.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/host_reader.h"
 
@@ -41,11 +42,16 @@ class CudaBackend final : public Backend {
   // Page-locked (cudaHostAlloc), so CopyHostAsync is a true asynchronous copy on the stream.
   absl::StatusOr<DeviceBuffer> AllocateHost(size_t bytes) override;
   absl::Status CopyHostAsync(void* dst, const void* src, size_t bytes, bool to_host) override;
+  // One cudaMemcpyBatchAsync (per-copy cudaMemcpyAsync where the driver lacks it).
+  absl::Status CopyHostBatchAsync(absl::Span<const HostCopy> copies, bool to_host) override;
   absl::Status Zero(void* dst, size_t bytes) override;
   absl::StatusOr<OwnedTensor> CreateWeight(const float* host, int64_t rows, int64_t cols) override;
   absl::Status ReadF32(const Tensor& x, float* host) override;
   absl::Status Synchronize() override;
   absl::Status PrepareBatch(const BatchInput& batch) override;
+  // Decode batches (one query token per sequence) as CUDA graphs: the first call of a shape
+  // captures `ops` and launches the graph, later ones replay it (cuda_graphs.cc).
+  absl::Status RunRecordable(uint64_t key, absl::FunctionRef<void()> ops) override;
 
   void Embed(const Tensor& table, const Tensor& out) override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
@@ -68,6 +74,10 @@ class CudaBackend final : public Backend {
   const CudaAttentionTrace& last_attention() const { return trace_; }
   // How ReadF32 copies reached the host (see CudaLastReads).
   CudaReadCounts read_counts() const { return {reader_.direct_reads(), reader_.staged_reads()}; }
+  // What RunRecordable did (see CudaGraphStats).
+  CudaGraphCounts graph_counts() const { return graphs_.counts(); }
+  // How swap copies were queued (see CudaHostCopyCounts).
+  CudaHostCopyCounts host_copy_counts() const { return host_copies_; }
 
  private:
   // Device copies of the prepared batch's arrays.
@@ -90,7 +100,7 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(int device, const CudaOptions& options, cudaStream_t stream, cublasHandle_t cublas,
-              int num_sms);
+              void* cublas_workspace, int num_sms);
   // Keeps the first failure until Synchronize, ReadF32 or CopyToHost reports it.
   void Record(absl::Status status);
   // Records a launch error of op `op`.
@@ -100,12 +110,17 @@ class CudaBackend final : public Backend {
   // Waits for the stream and returns (and clears) the first failure.
   absl::Status SyncAndTakeStatus();
   // Builds and uploads the plan of the current batch for `key` unless it is current.
+  // FailedPrecondition while capturing a graph (the upload would wait on the stream).
   absl::Status EnsurePlan(const PlanKey& key);
+  // Captures `ops` into a graph stored under `key` and launches it; false (nothing queued,
+  // the backend as before) when the capture failed.
+  bool CaptureAndLaunch(const GraphKey& key, absl::FunctionRef<void()> ops);
 
   int device_;
   CudaOptions options_;
   cudaStream_t stream_;
   cublasHandle_t cublas_;
+  void* cublas_workspace_;
   int num_sms_;
   absl::Status status_;
 
@@ -115,6 +130,7 @@ class CudaBackend final : public Backend {
   UploadBuffer batch_upload_;
 
   bool plan_current_ = false;
+  bool have_plan_key_ = false;  // plan_key_ was set by some Attention
   PlanKey plan_key_;
   AttentionPlan plan_;
   const AttentionItem* dev_items_ = nullptr;
@@ -127,6 +143,10 @@ class CudaBackend final : public Backend {
   ScratchBuffer convert_;  // fp32 staging of CreateWeight and ReadF32
   HostReader reader_;      // pinned device-to-host path of ReadF32
   ScratchBuffer ids_;      // argmax results
+  CudaHostCopyCounts host_copies_;
+  GraphCache graphs_;
+  bool capturing_ = false;
+  bool batch_copy_unsupported_ = false;  // the driver refused cudaMemcpyBatchAsync once
 };
 
 }  // namespace pagoda::kernels::cuda

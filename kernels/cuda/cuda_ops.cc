@@ -29,6 +29,11 @@ std::string Describe(const Tensor& t) {
 
 bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// An fp8 cache's scale is finite and > 0 (0 would store inf, a NaN scale NaN).
+bool FiniteScale(const KvCacheShape& cs) {
+  return cs.dtype != DType::kF8E4M3 || (std::isfinite(cs.fp8_scale) && cs.fp8_scale > 0);
+}
+
 cudaDataType_t CublasType(DType dtype) {
   switch (dtype) {
     case DType::kBF16:
@@ -204,10 +209,11 @@ void CudaBackend::WriteKv(const Tensor& k, const Tensor& v, const PagedKvCache& 
   PAGODA_CHECK_OP(
       k.rows == batch_.num_tokens() && v.rows == k.rows && k.cols == cs.token_elems() &&
           v.cols == k.cols && k.dtype == options_.dtype && v.dtype == k.dtype &&
-          SupportsKvDtype(cs.dtype) && layer >= 0 && layer < cs.num_layers,
+          SupportsKvDtype(cs.dtype) && FiniteScale(cs) && layer >= 0 && layer < cs.num_layers,
       "WriteKv",
       absl::StrCat("k ", Describe(k), ", v ", Describe(v), ", cache heads x dim ", cs.num_kv_heads,
-                   " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype)), ", layer ", layer));
+                   " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype)), ", fp8 scale ",
+                   cs.fp8_scale, ", layer ", layer));
   const int64_t slots = int64_t{cs.num_blocks} * cs.block_size;
   for (int32_t slot : batch_.slot_mapping) {
     PAGODA_CHECK_OP(slot < slots, "WriteKv", absl::StrCat("slot ", slot, " outside the cache"));
@@ -233,14 +239,15 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   if (!HaveBatch("Attention")) return;
   const KvCacheShape& cs = cache.shape;
   const int64_t width = int64_t{params.num_heads} * params.head_dim;
-  PAGODA_CHECK_OP(
-      q.rows == batch_.num_tokens() && out.rows == q.rows && q.cols == width && out.cols == width &&
-          cs.head_dim == params.head_dim && cs.num_kv_heads == params.num_kv_heads &&
-          q.dtype == options_.dtype && out.dtype == q.dtype && SupportsKvDtype(cs.dtype) &&
-          layer >= 0 && layer < cs.num_layers,
-      "Attention",
-      absl::StrCat("q ", Describe(q), ", out ", Describe(out), ", cache heads x dim ",
-                   cs.num_kv_heads, " x ", cs.head_dim, " ", std::string(DTypeName(cs.dtype))));
+  PAGODA_CHECK_OP(q.rows == batch_.num_tokens() && out.rows == q.rows && q.cols == width &&
+                      out.cols == width && cs.head_dim == params.head_dim &&
+                      cs.num_kv_heads == params.num_kv_heads && q.dtype == options_.dtype &&
+                      out.dtype == q.dtype && SupportsKvDtype(cs.dtype) && FiniteScale(cs) &&
+                      layer >= 0 && layer < cs.num_layers,
+                  "Attention",
+                  absl::StrCat("q ", Describe(q), ", out ", Describe(out), ", cache heads x dim ",
+                               cs.num_kv_heads, " x ", cs.head_dim, " ",
+                               std::string(DTypeName(cs.dtype)), ", fp8 scale ", cs.fp8_scale));
   if (q.rows == 0) return;
   AttentionShape shape;
   shape.dtype = q.dtype;

@@ -2,7 +2,7 @@
 """Host emulation of the tensor-core attention kernels' fragment arithmetic.
 
 Replays, lane by lane, what attention_mma.cuh, attention_decode_tc.cuh and
-attention_prefill_tc.cuh do (swizzled cp.async tiles, ldmatrix / ldmatrix.trans, the
+attention_prefill_tc.cuh do (and checks attention_kv_convert.cuh's fp8 tile index math) (swizzled cp.async tiles, ldmatrix / ldmatrix.trans, the
 mma.m16n8k16 fragment layouts of the PTX ISA, the online softmax with quad shuffles, the
 warp merge) in float64 and compares with plain attention. Any layout or index slip shows
 as an error far above 1e-12. Needs numpy; no GPU. Run: python3 kernels/cuda/mma_layout_emulator.py
@@ -256,7 +256,54 @@ def prefill_cta(HD, bs, group, nkv, prefix, ntok):
                         err = max(err, abs(got - ref[d]))
     return err
 
+def fp8_loader_mismatch(HD, TN, nthreads, bs, ctx, base):
+    """attention_kv_convert.cuh's fp8 path: LoadFp8KvTile copies 16-element pieces
+    unswizzled (piece i at raw[16 i]); ConvertFp8KvTile turns piece i's bytes, as four
+    32-bit words of two pairs each, into T chunks 2 p and 2 p + 1 of its row at their
+    swizzled places. The T tiles must equal what load_kv_tile makes of the same (already
+    e4m3-valued) planes. Returns the number of differing elements."""
+    nkv, kv_head = 2, 1
+    nblocks = (ctx + bs - 1) // bs + 2
+    kplane, vplane = cache(nblocks, bs, nkv, HD)
+    table = list(rng.permutation(nblocks))
+    lbs = bs.bit_length() - 1
+    want_k, want_v = np.zeros(TN * HD), np.zeros(TN * HD)
+    load_kv_tile(want_k, want_v, kplane, vplane, table, lbs, nkv * HD, kv_head * HD, base, ctx,
+                 TN, HD, nthreads, range(nthreads))
+    PPR = HD // 16; pieces = TN * PPR
+    rk, rv = np.full(TN * HD, np.nan), np.full(TN * HD, np.nan)
+    for tid in range(nthreads):  # LoadFp8KvTile
+        for it in range(pieces // nthreads):
+            i = tid + it * nthreads
+            pos = base + i // PPR
+            if pos < ctx:
+                slot = (table[pos >> lbs] << lbs) + (pos & ((1 << lbs) - 1))
+                off = slot * nkv * HD + kv_head * HD + (i % PPR) * 16
+                rk[16*i:16*i+16] = kplane[off:off+16]; rv[16*i:16*i+16] = vplane[off:off+16]
+            else:
+                rk[16*i:16*i+16] = 0; rv[16*i:16*i+16] = 0
+    sk, sv = np.full(TN * HD, np.nan), np.full(TN * HD, np.nan)
+    for tid in range(nthreads):  # ConvertFp8KvTile
+        for it in range(pieces // nthreads):
+            i = tid + it * nthreads
+            row, piece = i // PPR, i % PPR
+            for raw, tile in ((rk, sk), (rv, sv)):
+                elems = raw[16*i:16*i+16]  # byte b of word w is element 4 w + b
+                words = [elems[4*w:4*w+4] for w in range(4)]
+                for c in range(2):
+                    pairs = [words[2*c][0:2], words[2*c][2:4], words[2*c+1][0:2], words[2*c+1][2:4]]
+                    dst = swz(row, 2 * piece + c, HD)
+                    tile[dst:dst+8] = np.concatenate(pairs)
+    return int(np.sum(sk != want_k) + np.sum(sv != want_v))
+
 if __name__ == "__main__":
+    for args in [(64, 16, 32, 16, 100, 32), (128, 16, 32, 1, 300, 288), (128, 32, 128, 64, 50, 32),
+                 (64, 32, 128, 256, 70, 0)]:
+        bad = fp8_loader_mismatch(*args)
+        print(f"fp8 tiles hd{args[0]} tile {args[1]} threads {args[2]} block {args[3]}: "
+              f"{bad} elements differ")
+        if bad:
+            raise SystemExit(1)
     worst = 0.0
     for name, err in [
         ("decode hd64 bs16 group8", decode_cta(64, 16, 8, 2, 100, 0, 100)),

@@ -1,0 +1,71 @@
+// CUDA graphs of decode steps: what a captured step depends on (GraphKey) and the captured
+// steps themselves (GraphCache). CudaBackend::RunRecordable (cuda_graphs.cc) captures a
+// decode step's ops the first time a shape comes, and replays the graph afterwards.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+
+namespace pagoda::kernels::cuda {
+
+// Everything a captured step's kernels read that a later step must share to replay it:
+// the caller's key (its tensors, cache and parameters), the batch's and the attention
+// plan's shapes (grid sizes and parameters are baked into the graph), the plan's key, and
+// the device addresses of the per-step uploads (whose contents change, not their place).
+struct GraphKey {
+  uint64_t ops_key = 0;
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_logits = 0;
+  int32_t plan_items = 0;
+  int32_t plan_tiles = 0;
+  int32_t plan_splits = 0;
+  int32_t plan_partials = 0;
+  int32_t plan_fields[6] = {};  // CudaBackend::PlanKey: path, heads, KV heads, blocks, ...
+  const void* batch_arena = nullptr;
+  const void* plan_arena = nullptr;
+  const void* partials = nullptr;
+
+  bool operator==(const GraphKey&) const = default;
+};
+
+// The graphs captured so far, at most kMaxGraphs (the least recently used one goes first).
+class GraphCache {
+ public:
+  static constexpr size_t kMaxGraphs = 64;
+
+  struct Entry {
+    cudaGraphExec_t exec = nullptr;
+    CudaAttentionTrace trace;     // the trace after the captured step's last Attention
+    int64_t attention_calls = 0;  // Attention calls in the step
+    uint64_t last_used = 0;
+  };
+
+  GraphCache() = default;
+  ~GraphCache() { Clear(); }
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+
+  // The entry of `key` (marked used), or nullptr.
+  Entry* Find(const GraphKey& key);
+  // Stores `entry` under `key`, destroying the least recently used graph when full.
+  void Add(const GraphKey& key, Entry entry);
+  // Destroys every graph.
+  void Clear();
+
+  CudaGraphCounts& counts() { return counts_; }
+  const CudaGraphCounts& counts() const { return counts_; }
+
+ private:
+  std::vector<std::pair<GraphKey, Entry>> entries_;
+  uint64_t clock_ = 0;
+  CudaGraphCounts counts_;
+};
+
+}  // namespace pagoda::kernels::cuda
