@@ -1,6 +1,7 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "absl/hash/hash.h"
@@ -239,9 +240,20 @@ void LlamaModel::MatMulStacked(const Tensor& x, const StackedWeight& w, const Te
   }
 }
 
+namespace {
+
+// A fresh workspace generation, unique in the process (across models too).
+uint64_t NextGeneration() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 absl::Status LlamaModel::EnsureWorkspace(int64_t tokens, int64_t logit_rows) {
   const kernels::DType dt = backend_->activation_dtype();
   const LlamaConfig& c = config_;
+  if (tokens > ws_.tokens || logit_rows > ws_.logit_rows) ws_.generation = NextGeneration();
   if (tokens > ws_.tokens) {
     const int64_t n = std::max(tokens, ws_.tokens * 2);
     ASSIGN_OR_RETURN(ws_.x, backend_->AllocateTensor(dt, n, c.dim));
@@ -353,13 +365,14 @@ absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
   const Tensor last = ws_.last.view.Rows(0, rows);
   const Tensor last_norm = ws_.last_norm.view.Rows(0, rows);
   const Tensor out = ws_.logits.view.Rows(0, rows);
-  // The ops below read this model's weights, the workspace (its buffers change only when it
-  // grows), the cache and the row counts: a backend may replay them for another batch of
-  // the same shape under the same key (CUDA graphs of decode steps).
+  // The ops below read this model's weights and workspace (the generation names both: it is
+  // unique in the process and changes whenever a buffer does), the cache and the row counts:
+  // a backend may replay them for another batch of the same shape under the same key (CUDA
+  // graphs of decode steps).
   const kernels::KvCacheShape& s = cache.shape;
-  const uint64_t key = absl::HashOf(this, ws_.x.view.data, ws_.last.view.data, cache.data,
-                                    s.num_layers, s.num_blocks, s.block_size, s.num_kv_heads,
-                                    s.head_dim, static_cast<int>(s.dtype), s.fp8_scale, n, rows);
+  const uint64_t key =
+      absl::HashOf(ws_.generation, cache.data, s.num_layers, s.num_blocks, s.block_size,
+                   s.num_kv_heads, s.head_dim, static_cast<int>(s.dtype), s.fp8_scale, n, rows);
   RETURN_IF_ERROR(backend_->RunRecordable(key, [&] {
     backend_->Embed(token_embd_.view, ws_.x.view.Rows(0, n));
     for (int32_t l = 0; l < config_.num_layers; ++l) RunLayer(l, cache, n);

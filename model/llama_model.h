@@ -54,6 +54,9 @@ class LlamaModel {
   struct Workspace {
     int64_t tokens = 0;
     int64_t logit_rows = 0;
+    // Process-wide unique for each set of buffers (bumped at every growth), so a recording
+    // keyed by it never outlives the buffers it wrote into (Backend::RunRecordable).
+    uint64_t generation = 0;
     kernels::OwnedTensor x, xn, qkv, attn, gate_up, act, proj;  // per token
     kernels::OwnedTensor last, last_norm, logits;               // per logits row
   };

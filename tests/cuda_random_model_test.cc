@@ -230,28 +230,26 @@ TEST_P(CudaRandomModelTest, GreedyF32EqualsCpuTokens) {
   }
 }
 
-TEST_P(CudaRandomModelTest, GreedyBf16TracksCpuWithinTolerance) {
-  std::unique_ptr<gguf::GgufFile> file = MakeFile(GetParam(), gguf::TensorType::kBF16);
+// bf16 on CUDA over a `kv` cache against the CPU's f32 on the same bf16-stored weights.
+void ExpectBf16Tracking(int32_t head_dim, kernels::DType kv, double tol, int32_t max_flips) {
+  SCOPED_TRACE(::testing::Message()
+               << "head_dim " << head_dim << ", " << kernels::DTypeName(kv) << " cache");
+  std::unique_ptr<gguf::GgufFile> file = MakeFile(head_dim, gguf::TensorType::kBF16);
   ASSERT_NE(file, nullptr);
   Loaded cpu = Load(*file, false, kernels::DType::kF32);
   Loaded cuda = Load(*file, true, kernels::DType::kBF16);
   ASSERT_TRUE(cpu.model != nullptr && cuda.model != nullptr);
-  SCOPED_TRACE(::testing::Message() << "head_dim " << GetParam());
-  ExpectTeacherForcedTracking(cpu, cuda, Prompt(45, 512, 3), kernels::DType::kBF16, kBf16Tolerance,
-                              kSteps / 8, true);
+  ExpectTeacherForcedTracking(cpu, cuda, Prompt(45, 512, 3), kv, tol, max_flips, true);
+}
+
+TEST_P(CudaRandomModelTest, GreedyBf16TracksCpuWithinTolerance) {
+  ExpectBf16Tracking(GetParam(), kernels::DType::kBF16, kBf16Tolerance, kSteps / 8);
 }
 
 // An fp8 KV cache end to end: bf16 activations, the tensor-core kernels converting K/V tiles
 // as they load them.
 TEST_P(CudaRandomModelTest, GreedyBf16OverAnFp8CacheTracksCpuWithinTolerance) {
-  std::unique_ptr<gguf::GgufFile> file = MakeFile(GetParam(), gguf::TensorType::kBF16);
-  ASSERT_NE(file, nullptr);
-  Loaded cpu = Load(*file, false, kernels::DType::kF32);
-  Loaded cuda = Load(*file, true, kernels::DType::kBF16);
-  ASSERT_TRUE(cpu.model != nullptr && cuda.model != nullptr);
-  SCOPED_TRACE(::testing::Message() << "head_dim " << GetParam());
-  ExpectTeacherForcedTracking(cpu, cuda, Prompt(45, 512, 3), kernels::DType::kF8E4M3, kFp8Tolerance,
-                              kSteps / 4, true);
+  ExpectBf16Tracking(GetParam(), kernels::DType::kF8E4M3, kFp8Tolerance, kSteps / 4);
 }
 
 // CUDA graphs of decode steps replay exactly what the ops queue: a backend with graphs and

@@ -11,6 +11,8 @@
 // (attention_kv_convert.cuh).
 #pragma once
 
+#include <atomic>
+
 #include "kernels/cuda/attention_kv_convert.cuh"
 #include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_common.cuh"
@@ -174,14 +176,25 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
   MergeWarpStates<T, kHeadDim>(states, p, item, head0, rows);
 }
 
-// Launches DecodeTcKernel over the plan's items; raises the shared-memory limit once.
+// Launches DecodeTcKernel over the plan's items, raising its shared-memory limit first.
 template <typename T, int kHeadDim, bool kFp8 = false>
 cudaError_t LaunchDecodeTc(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_items == 0) return cudaSuccess;
   constexpr int kSmem = DecodeTcSmemBytes<T, kHeadDim, kFp8>();
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      DecodeTcKernel<T, kHeadDim, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr != cudaSuccess) return attr;
+  // Raised once per device once it has worked: a failed try (say, inside a graph capture
+  // that refuses it) is tried again at the next launch instead of being kept.
+  static std::atomic<uint64_t> raised{0};  // bit d: device d (devices 0..63)
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device > 63) {
+    return cudaErrorInvalidDevice;
+  }
+  const uint64_t bit = uint64_t{1} << device;
+  if ((raised.load(std::memory_order_acquire) & bit) == 0) {
+    const cudaError_t attr = cudaFuncSetAttribute(
+        DecodeTcKernel<T, kHeadDim, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return attr;
+    raised.fetch_or(bit, std::memory_order_acq_rel);
+  }
   const int group = p.num_heads / p.num_kv_heads;
   const dim3 grid(static_cast<unsigned>(p.num_items),
                   static_cast<unsigned>(p.num_kv_heads * ((group + 15) / 16)));

@@ -30,19 +30,12 @@ __device__ __forceinline__ void LoadFp8KvTile(uint8_t* rk, uint8_t* rv, const Kv
   static_assert(kPieces % kThreads == 0, "tile copy must divide evenly over the threads");
   const auto* k_plane = static_cast<const uint8_t*>(src.k_plane);
   const auto* v_plane = static_cast<const uint8_t*>(src.v_plane);
-  const int mask = (1 << src.log2_block_size) - 1;
 #pragma unroll
   for (int it = 0; it < kPieces / kThreads; ++it) {
     const int i = tid + it * kThreads;
     const int pos = base + i / kPiecesPerRow;
     const bool valid = pos < end;
-    int64_t offset = 0;
-    if (valid) {
-      const int64_t slot =
-          (static_cast<int64_t>(src.table[pos >> src.log2_block_size]) << src.log2_block_size) +
-          (pos & mask);
-      offset = slot * src.slot_stride + src.head_offset + (i % kPiecesPerRow) * kFp8PieceElems;
-    }
+    const int64_t offset = valid ? src.RowOffset(pos) + (i % kPiecesPerRow) * kFp8PieceElems : 0;
     CpAsync16(SmemAddr(rk + kFp8PieceElems * i), k_plane + offset, valid ? 16 : 0);
     CpAsync16(SmemAddr(rv + kFp8PieceElems * i), v_plane + offset, valid ? 16 : 0);
   }

@@ -129,6 +129,13 @@ struct KvSource {
   int64_t slot_stride;   // num_kv_heads * head_dim
   int64_t head_offset;   // kv_head * head_dim
   int32_t log2_block_size;
+
+  // Element offset in a plane of this KV head's row of position `pos`.
+  __device__ __forceinline__ int64_t RowOffset(int pos) const {
+    const int64_t slot = (static_cast<int64_t>(table[pos >> log2_block_size]) << log2_block_size) +
+                         (pos & ((1 << log2_block_size) - 1));
+    return slot * slot_stride + head_offset;
+  }
 };
 
 // Starts the copy of K and V for positions [base, base + kTileN) into the swizzled tiles
@@ -142,7 +149,6 @@ __device__ __forceinline__ void LoadKvTile(T* sk, T* sv, const KvSource& src, in
   static_assert(kChunks % kThreads == 0, "tile copy must divide evenly over the threads");
   const T* k_plane = static_cast<const T*>(src.k_plane);
   const T* v_plane = static_cast<const T*>(src.v_plane);
-  const int mask = (1 << src.log2_block_size) - 1;
 #pragma unroll
   for (int it = 0; it < kChunks / kThreads; ++it) {
     const int i = tid + it * kThreads;
@@ -150,13 +156,7 @@ __device__ __forceinline__ void LoadKvTile(T* sk, T* sv, const KvSource& src, in
     const int chunk = i % kChunksPerRow;
     const int pos = base + row;
     const bool valid = pos < end;
-    int64_t offset = 0;
-    if (valid) {
-      const int64_t slot =
-          (static_cast<int64_t>(src.table[pos >> src.log2_block_size]) << src.log2_block_size) +
-          (pos & mask);
-      offset = slot * src.slot_stride + src.head_offset + chunk * 8;
-    }
+    const int64_t offset = valid ? src.RowOffset(pos) + chunk * 8 : 0;
     const int dst = Swizzle<kHeadDim>(row, chunk);
     CpAsync16(SmemAddr(sk + dst), k_plane + offset, valid ? 16 : 0);
     CpAsync16(SmemAddr(sv + dst), v_plane + offset, valid ? 16 : 0);

@@ -294,6 +294,10 @@ absl::Status CudaBackend::CopyHostBatchAsync(absl::Span<const HostCopy> copies, 
   if (copies.size() == 1 || batch_copy_unsupported_) {
     return Backend::CopyHostBatchAsync(copies, to_host);
   }
+#if CUDART_VERSION < 13000
+  // CUDA 12.8/12.9 spell cudaMemcpyBatchAsync with another argument list, older ones lack it.
+  return Backend::CopyHostBatchAsync(copies, to_host);
+#else
   std::vector<void*> dsts(copies.size());
   std::vector<const void*> srcs(copies.size());
   std::vector<size_t> sizes(copies.size());
@@ -314,10 +318,14 @@ absl::Status CudaBackend::CopyHostBatchAsync(absl::Span<const HostCopy> copies, 
     batch_copy_unsupported_ = true;
     return Backend::CopyHostBatchAsync(copies, to_host);
   }
-  RETURN_IF_ERROR(CudaStatus(err, "swap copy batch"));
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not left for the next launch's check to find
+    return CudaStatus(err, "swap copy batch");
+  }
   ++host_copies_.batches;
   host_copies_.copies += static_cast<int64_t>(copies.size());
   return absl::OkStatus();
+#endif
 }
 
 absl::Status CudaBackend::Zero(void* dst, size_t bytes) {

@@ -35,9 +35,19 @@ void GraphCache::Add(const GraphKey& key, Entry entry) {
   entries_.emplace_back(key, entry);
 }
 
+void GraphCache::MarkFailed(const GraphKey& key) {
+  if (failed_.size() >= kMaxGraphs) failed_.erase(failed_.begin());
+  failed_.push_back(key);
+}
+
+bool GraphCache::Failed(const GraphKey& key) const {
+  return std::find(failed_.begin(), failed_.end(), key) != failed_.end();
+}
+
 void GraphCache::Clear() {
   for (auto& [k, e] : entries_) cudaGraphExecDestroy(e.exec);
   entries_.clear();
+  failed_.clear();
 }
 
 absl::Status CudaBackend::RunRecordable(uint64_t key, absl::FunctionRef<void()> ops) {
@@ -83,8 +93,10 @@ absl::Status CudaBackend::RunRecordable(uint64_t key, absl::FunctionRef<void()> 
     trace_.calls = calls;
     return absl::OkStatus();
   }
+  if (graphs_.Failed(k)) return eager();
   if (!CaptureAndLaunch(k, ops)) {
     ++counts.failed;
+    graphs_.MarkFailed(k);
     return eager();
   }
   ++counts.captures;

@@ -58,12 +58,17 @@ class GraphCache {
   void Add(const GraphKey& key, Entry entry);
   // Destroys every graph.
   void Clear();
+  // Remembers that capturing `key` failed (at most kMaxGraphs keys, the oldest forgotten), so
+  // that RunRecordable runs such steps directly instead of trying again each time.
+  void MarkFailed(const GraphKey& key);
+  bool Failed(const GraphKey& key) const;
 
   CudaGraphCounts& counts() { return counts_; }
   const CudaGraphCounts& counts() const { return counts_; }
 
  private:
   std::vector<std::pair<GraphKey, Entry>> entries_;
+  std::vector<GraphKey> failed_;
   uint64_t clock_ = 0;
   CudaGraphCounts counts_;
 };

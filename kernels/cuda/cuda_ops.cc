@@ -259,7 +259,11 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   // 16-bit pairs are read from q and written to out; cache rows are copied 16 bytes at a time.
   shape.aligned = Aligned(q.data, 4) && q.stride % 2 == 0 && Aligned(out.data, 4) &&
                   out.stride % 2 == 0 && Aligned(cache.data, 16);
-  shape.force_generic = options_.generic_attention;
+  // The tensor-core kernels round value * fp8_scale to the activation type: beyond f16's
+  // 65504 (448 * scale, scale > 146) the CUDA-core kernel, which stays in fp32, takes it.
+  const bool f16_overflow =
+      q.dtype == DType::kF16 && cs.dtype == DType::kF8E4M3 && 448.f * cs.fp8_scale > 65504.f;
+  shape.force_generic = options_.generic_attention || f16_overflow;
   absl::StatusOr<AttentionPath> path = ChooseAttentionPath(shape);
   if (!path.ok()) return Record(path.status());
   const PlanKey key{*path,         params.num_heads, params.num_kv_heads,
