@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -558,6 +559,85 @@ TEST(AttentionPlanTest, SplitHeuristicFillsTheDeviceOnlyWhenNeeded) {
   // Short contexts are never split.
   EXPECT_EQ(cuda::ChooseSplitPartition({100, 50}, 4, 132), 0);
   EXPECT_EQ(cuda::ChooseSplitPartition({}, 4, 132), 0);
+}
+
+TEST(AttentionPlanTest, GraphBucketsWasteUnderAQuarter) {
+  const std::vector<std::pair<int32_t, int32_t>> want = {
+      {1, 1},   {2, 2},   {3, 4},   {5, 8},     {8, 8},     {9, 10},    {13, 14},
+      {16, 16}, {17, 20}, {33, 40}, {100, 112}, {129, 160}, {257, 320}, {4096, 4096}};
+  for (const auto& [n, bucket] : want) EXPECT_EQ(cuda::GraphBucket(n), bucket) << n;
+  std::set<int32_t> buckets;
+  for (int32_t n = 1; n <= 4096; ++n) {
+    const int32_t b = cuda::GraphBucket(n);
+    ASSERT_GE(b, n);
+    if (n > 8) {
+      ASSERT_LT(4 * (b - n), n) << n;  // under a quarter past 8
+    }
+    buckets.insert(b);
+  }
+  EXPECT_EQ(buckets.size(), 4u + 4u * 9u);  // 1 2 4 8, then four per power of two to 4096
+  EXPECT_EQ(cuda::RoundUpPow2(0), 1);
+  EXPECT_EQ(cuda::RoundUpPow2(1), 1);
+  EXPECT_EQ(cuda::RoundUpPow2(7), 8);
+  EXPECT_EQ(cuda::RoundUpPow2(64), 64);
+  EXPECT_EQ(cuda::RoundUpPow2(65), 128);
+}
+
+// Two decode steps whose split contexts give 13 and 14 items plan to the same sizes once
+// padded: what a CUDA graph of the step bakes in stays the same from one step to the next.
+TEST(AttentionPlanTest, GraphPaddingGivesDecodeStepsOneShape) {
+  std::mt19937 rng(1);
+  Case a;
+  a.seqs = {{1000, 1}, {500, 1}, {100, 1}};  // 8 + 4 items (split) + 1
+  Case b;
+  b.seqs = {{1000, 1}, {520, 1}, {100, 1}};  // 8 + 5 items (split) + 1
+  const AttentionPlanOptions o = PlanOptions(AttentionPath::kTensorCore, 128);
+  auto pa = cuda::BuildAttentionPlan(MakeBatch(a, 1000, rng), o);
+  auto pb = cuda::BuildAttentionPlan(MakeBatch(b, 1000, rng), o);
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  ASSERT_EQ(pa->items.size(), 13u);
+  ASSERT_EQ(pb->items.size(), 14u);
+  const cuda::AttentionPlan unpadded = *pa;
+  cuda::PadPlanForGraphs(3, &*pa);
+  cuda::PadPlanForGraphs(3, &*pb);
+  for (const cuda::AttentionPlan* p : {&*pa, &*pb}) {
+    EXPECT_EQ(p->items.size(), 14u);
+    EXPECT_EQ(p->num_decode_items, 14);
+    EXPECT_EQ(p->splits.size(), 3u);  // one per sequence
+    EXPECT_EQ(p->num_partials, 14);
+    EXPECT_EQ(p->splits.back().token, -1);
+    EXPECT_EQ(p->splits.back().num_partials, 0);
+    EXPECT_EQ(p->padding_splits, 1);
+  }
+  EXPECT_EQ(pa->padding_items, 1);
+  EXPECT_EQ(pb->padding_items, 0);
+  EXPECT_EQ(pa->items.back().token, -1);
+  EXPECT_EQ(pa->items.back().partial, -1);
+  for (size_t i = 0; i < unpadded.items.size(); ++i) {  // the real work unchanged
+    EXPECT_EQ(pa->items[i].token, unpadded.items[i].token);
+    EXPECT_EQ(pa->items[i].kv_begin, unpadded.items[i].kv_begin);
+    EXPECT_EQ(pa->items[i].kv_end, unpadded.items[i].kv_end);
+    EXPECT_EQ(pa->items[i].partial, unpadded.items[i].partial);
+  }
+  EXPECT_EQ(pa->splits[1].first_partial, unpadded.splits[1].first_partial);
+
+  // Nothing split (one item per sequence already) or prefill work: left alone.
+  Case short_contexts;
+  short_contexts.seqs = {{10, 1}, {20, 1}, {30, 1}};
+  auto ps = cuda::BuildAttentionPlan(MakeBatch(short_contexts, 1000, rng), o);
+  ASSERT_TRUE(ps.ok());
+  cuda::PadPlanForGraphs(3, &*ps);
+  EXPECT_EQ(ps->items.size(), 3u);
+  EXPECT_TRUE(ps->splits.empty());
+  EXPECT_EQ(ps->padding_items, 0);
+  Case mixed;
+  mixed.seqs = {{1000, 1}, {40, 40}};
+  auto pm = cuda::BuildAttentionPlan(MakeBatch(mixed, 1000, rng), o);
+  ASSERT_TRUE(pm.ok());
+  const size_t items = pm->items.size();
+  cuda::PadPlanForGraphs(2, &*pm);
+  EXPECT_EQ(pm->items.size(), items);
+  EXPECT_EQ(pm->padding_splits, 0);
 }
 
 TEST(AttentionPlanTest, RejectsBlockTablesOutsideTheCache) {

@@ -73,12 +73,14 @@ std::vector<int32_t> Prompt(int32_t n, int32_t vocab, uint32_t seed) {
 }
 
 // One sequence decoded step by step on one model: the prompt as one prefill chunk, then one
-// token per step, through a shuffled block table.
+// token per step, through a shuffled block table (the whole table each step, or with
+// `grow_table` as the scheduler sends it: as many blocks as the context needs so far).
 class Decoder {
  public:
   // The cache holds `kv` (default: OracleKvDtype).
-  Decoder(LlamaModel* model, int32_t max_tokens, std::optional<kernels::DType> kv = std::nullopt)
-      : model_(model) {
+  Decoder(LlamaModel* model, int32_t max_tokens, std::optional<kernels::DType> kv = std::nullopt,
+          bool grow_table = false)
+      : model_(model), grow_table_(grow_table) {
     const LlamaConfig& c = model->config();
     kernels::Backend& be = *model->backend();
     shape_ = {.num_layers = c.num_layers,
@@ -106,8 +108,8 @@ class Decoder {
     }
     b.query_start_loc = {0, b.num_tokens()};
     b.seq_lens = {pos_};
-    b.block_tables = table_;
-    b.max_blocks_per_seq = shape_.num_blocks;
+    b.max_blocks_per_seq = grow_table_ ? (pos_ + kBlock - 1) / kBlock : shape_.num_blocks;
+    b.block_tables.assign(table_.begin(), table_.begin() + b.max_blocks_per_seq);
     b.logits_indices = {b.num_tokens() - 1};
     std::vector<float> logits(model_->config().vocab_size);
     const absl::Status st = model_->Forward(b, PagedKvCache{memory_.data(), shape_}, logits.data());
@@ -117,6 +119,7 @@ class Decoder {
 
  private:
   LlamaModel* model_;
+  bool grow_table_;
   KvCacheShape shape_;
   kernels::DeviceBuffer memory_;
   std::vector<int32_t> table_;
@@ -139,12 +142,14 @@ struct Loaded {
 };
 
 // `file` on the CPU backend, or on CUDA with `dtype` (and CUDA graphs unless `graphs` is
-// false).
-Loaded Load(const gguf::GgufFile& file, bool cuda, kernels::DType dtype, bool graphs = true) {
+// false; split-KV partitions as CudaOptions::split_kv_partition says).
+Loaded Load(const gguf::GgufFile& file, bool cuda, kernels::DType dtype, bool graphs = true,
+            int32_t split_kv_partition = -1) {
   Loaded l;
   auto backend =
-      cuda ? kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda},
-                                        {.dtype = dtype, .graphs = graphs})
+      cuda ? kernels::CreateCudaBackend(
+                 {.device = kernels::DeviceKind::kCuda},
+                 {.dtype = dtype, .split_kv_partition = split_kv_partition, .graphs = graphs})
            : kernels::CreateBackend({.device = kernels::DeviceKind::kCpu, .num_threads = 2});
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return l;
@@ -292,6 +297,61 @@ TEST_P(CudaRandomModelTest, GraphReplaysGiveBitwiseTheLogitsOfDirectRuns) {
     EXPECT_EQ(with->eager, 1);
     EXPECT_EQ(without->captures + without->replays, 0);
     EXPECT_EQ(without->eager, kSteps + 1);
+  }
+}
+
+// As the scheduler sends them, decode steps change shape: the block table grows a block every
+// 16 tokens and, with split-KV, a context gets more partitions. Graphs are kept per bucket
+// (tables padded to a power of two, split plans to GraphBucket items), so 100 steps from
+// context 6 to 105 with partitions of 32 tokens take 4 captures: tables of 1 and 2 blocks
+// (nothing split), 4 (2 items), 8 (3 and 4 items, both padded to 4). Unpadded that was 9.
+// The padding changes no result: the logits equal, bit for bit, a backend without graphs,
+// hence without padding, at every step.
+TEST_P(CudaRandomModelTest, GraphsAreKeptPerBucketAsTablesGrowAndSplitsChange) {
+  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
+      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
+    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
+  }
+  constexpr int32_t kPrompt = 5;
+  constexpr int32_t kDecodeSteps = 100;
+  for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
+    SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
+    std::unique_ptr<gguf::GgufFile> file =
+        MakeFile(GetParam(),
+                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    ASSERT_NE(file, nullptr);
+    Loaded graphed = Load(*file, true, dtype, true, 32);
+    Loaded direct = Load(*file, true, dtype, false, 32);
+    ASSERT_TRUE(graphed.model != nullptr && direct.model != nullptr);
+    Decoder a(graphed.model.get(), kPrompt + kDecodeSteps, std::nullopt, true);
+    Decoder b(direct.model.get(), kPrompt + kDecodeSteps, std::nullopt, true);
+    const std::vector<int32_t> prompt = Prompt(kPrompt, 512, 13);
+    std::vector<float> got = a.Feed(prompt);
+    std::vector<float> want = b.Feed(prompt);
+    int32_t split_steps = 0;
+    for (int32_t step = 0; step < kDecodeSteps; ++step) {
+      ASSERT_EQ(got, want) << "step " << step;
+      const int32_t next = Argmax(want);
+      got = a.Feed({next});
+      want = b.Feed({next});
+      absl::StatusOr<kernels::CudaAttentionTrace> trace =
+          kernels::CudaLastAttention(graphed.backend.get());
+      ASSERT_TRUE(trace.ok());
+      // The trace counts real work only: contexts past 32 tokens are split, in
+      // ceil(context / 32) items.
+      const int32_t context = kPrompt + step + 1;
+      EXPECT_EQ(trace->split_tokens, context > 32 ? 1 : 0) << "step " << step;
+      EXPECT_EQ(trace->decode_items, (context + 31) / 32) << "step " << step;
+      split_steps += trace->split_tokens;
+    }
+    ASSERT_EQ(got, want) << "last step";
+    EXPECT_EQ(split_steps, kPrompt + kDecodeSteps - 32);
+    absl::StatusOr<kernels::CudaGraphCounts> with = kernels::CudaGraphStats(graphed.backend.get());
+    ASSERT_TRUE(with.ok());
+    EXPECT_EQ(with->captures, 4);
+    EXPECT_EQ(with->replays, kDecodeSteps - 4);
+    EXPECT_EQ(with->failed, 0);
+    EXPECT_EQ(with->eager, 1);  // the prompt
   }
 }
 

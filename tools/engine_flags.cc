@@ -56,7 +56,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "CUDA split-KV partition: auto, off or a size in tokens (default: "
                   "$PAGODA_CUDA_SPLIT_KV, else auto)");
   cmd->add_option("--cuda-graphs", f->cuda_graphs,
-                  "CUDA graphs of decode steps, captured per batch shape and replayed: on or "
+                  "CUDA graphs of decode steps, captured per batch size and bucket, replayed: on or "
                   "off (default: $PAGODA_CUDA_GRAPHS, else on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")

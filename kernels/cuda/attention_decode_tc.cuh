@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeTcKernel(const PagedA
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const AttentionItem item = p.items[blockIdx.x];
+  if (item.token < 0) return;  // padding (PadPlanForGraphs): the whole block leaves
   const int group = p.num_heads / p.num_kv_heads;
   const int chunks = (group + 15) / 16;
   const int kv_head = blockIdx.y / chunks;

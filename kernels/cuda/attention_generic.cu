@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (warp_id >= static_cast<int64_t>(p.num_items) * p.num_heads) return;  // whole warps
   const int lane = threadIdx.x & 31;
   const AttentionItem item = p.items[warp_id / p.num_heads];
+  if (item.token < 0) return;  // padding (PadPlanForGraphs)
   const int head = static_cast<int>(warp_id % p.num_heads);
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int hd = p.head_dim;

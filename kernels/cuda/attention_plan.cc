@@ -53,6 +53,33 @@ void AddDecodeItems(int32_t token, int32_t s, int32_t context, int32_t partition
 
 }  // namespace
 
+int32_t RoundUpPow2(int32_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return static_cast<int32_t>(std::min<int64_t>(p, INT32_MAX));  // n past 2^30: not a power
+}
+
+int32_t GraphBucket(int32_t n) {
+  if (n <= 8) return RoundUpPow2(n);
+  const int32_t step = RoundUpPow2(n) / 8;  // a quarter of the power of two below
+  return RoundUp(n, step);
+}
+
+void PadPlanForGraphs(int32_t num_seqs, AttentionPlan* plan) {
+  if (plan->splits.empty() || !plan->tiles.empty() ||
+      plan->num_decode_items != static_cast<int32_t>(plan->items.size())) {
+    return;
+  }
+  const auto items = static_cast<int32_t>(plan->items.size());
+  const auto splits = static_cast<int32_t>(plan->splits.size());
+  plan->padding_items = GraphBucket(items) - items;
+  plan->padding_splits = std::max(0, num_seqs - splits);
+  plan->items.resize(items + plan->padding_items, AttentionItem{-1, 0, 0, 0, -1});
+  plan->splits.resize(splits + plan->padding_splits, SplitToken{-1, 0, 0, 0});
+  plan->num_decode_items = static_cast<int32_t>(plan->items.size());
+  plan->num_partials = static_cast<int32_t>(plan->items.size());  // >= the real ones
+}
+
 absl::StatusOr<AttentionPath> ChooseAttentionPath(const AttentionShape& s) {
   if (s.num_kv_heads <= 0 || s.num_heads <= 0 || s.num_heads % s.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

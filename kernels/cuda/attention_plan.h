@@ -49,6 +49,10 @@ struct AttentionPlan {
   std::vector<SplitToken> splits;
   int32_t num_partials = 0;
   int32_t partition_size = 0;  // split-KV partition chosen; 0 = nothing split
+  // No-op entries (token -1) at the end of items and splits, added by PadPlanForGraphs;
+  // the kernels skip them.
+  int32_t padding_items = 0;
+  int32_t padding_splits = 0;
 };
 
 // The split-KV partition size (tokens, 0 = no split) for decode tokens with contexts
@@ -59,6 +63,21 @@ int32_t ChooseSplitPartition(const std::vector<int32_t>& contexts, int32_t block
 
 // Thread blocks one item occupies on `path` (for ChooseSplitPartition).
 int32_t BlocksPerItem(AttentionPath path, int32_t num_heads, int32_t num_kv_heads);
+
+// n rounded up to a graph bucket: a power of two up to 8, then four steps per power of two
+// (9..16 -> 10, 12, 14, 16; 17..32 -> 20, 24, 28, 32), so padding wastes under a quarter.
+int32_t GraphBucket(int32_t n);
+
+// The smallest power of two >= n (n >= 1; 1 for n <= 1).
+int32_t RoundUpPow2(int32_t n);
+
+// Pads the plan of a decode-only batch of `num_seqs` sequences so that its sizes (the grid
+// sizes a CUDA graph bakes in) depend on the batch size and the bucket of its work alone,
+// not on each step's contexts: when something was split, items grow to GraphBucket of their
+// count (and partial rows to as many) and splits to `num_seqs`, with no-op entries. A plan
+// with nothing split already has one item per sequence and is left alone, as is any plan
+// with prefill work.
+void PadPlanForGraphs(int32_t num_seqs, AttentionPlan* plan);
 
 // The plan of `batch`. InvalidArgument when a token's position lies outside its block table
 // or a block id needed lies outside the cache.

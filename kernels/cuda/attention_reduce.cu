@@ -15,6 +15,7 @@ constexpr int kThreads = 128;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) SplitReduceKernel(const PagedAttentionParams p) {
   const SplitToken sp = p.splits[blockIdx.x];
+  if (sp.token < 0) return;  // padding (PadPlanForGraphs)
   const int head = blockIdx.y;
   const int hd = p.head_dim;
   auto prow = [&](int i) {

@@ -419,9 +419,20 @@ absl::Status CudaBackend::PrepareBatch(const BatchInput& batch) {
   batch_ = batch;
   has_batch_ = false;
   plan_current_ = false;
+  // Block-table rows padded to a power of two: the kernels read them at that stride.
+  const int32_t stride = RoundUpPow2(batch.max_blocks_per_seq);
+  const std::vector<int32_t>* tables = &batch.block_tables;
+  if (stride != batch.max_blocks_per_seq) {
+    padded_tables_.assign(seqs * static_cast<size_t>(stride), -1);
+    for (size_t s = 0; s < seqs; ++s) {
+      std::copy_n(batch.block_tables.begin() + s * batch.max_blocks_per_seq,
+                  batch.max_blocks_per_seq, padded_tables_.begin() + s * stride);
+    }
+    tables = &padded_tables_;
+  }
   Packer size_only(nullptr);
-  for (const auto* v : {&batch.token_ids, &batch.positions, &batch.slot_mapping,
-                        &batch.block_tables, &batch.logits_indices}) {
+  for (const auto* v :
+       {&batch.token_ids, &batch.positions, &batch.slot_mapping, tables, &batch.logits_indices}) {
     size_only.Add(v->data(), v->size());
   }
   if (absl::Status st = batch_upload_.Reserve(size_only.size(), stream_); !st.ok()) return st;
@@ -433,7 +444,8 @@ absl::Status CudaBackend::PrepareBatch(const BatchInput& batch) {
   dev_batch_.token_ids = at(batch.token_ids);
   dev_batch_.positions = at(batch.positions);
   dev_batch_.slot_mapping = at(batch.slot_mapping);
-  dev_batch_.block_tables = at(batch.block_tables);
+  dev_batch_.block_tables = at(*tables);
+  dev_batch_.block_stride = stride;
   dev_batch_.logits_indices = at(batch.logits_indices);
   if (absl::Status st = batch_upload_.Upload(pack.size(), stream_); !st.ok()) return st;
   has_batch_ = true;
@@ -457,6 +469,10 @@ absl::Status CudaBackend::EnsurePlan(const PlanKey& key) {
   absl::StatusOr<AttentionPlan> plan = BuildAttentionPlan(batch_, o);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
+  // A decode step that may become a graph: sizes by bucket, so that it replays across steps.
+  if (options_.graphs && batch_.num_tokens() == batch_.num_seqs()) {
+    PadPlanForGraphs(batch_.num_seqs(), &plan_);
+  }
   Packer size_only(nullptr);
   size_only.Add(plan_.items.data(), plan_.items.size());
   size_only.Add(plan_.tiles.data(), plan_.tiles.size());

@@ -19,7 +19,8 @@ struct CudaOptions {
   bool generic_attention = false;
   // Split-KV partition in tokens: < 0 chosen per batch, 0 never split, > 0 forced.
   int32_t split_kv_partition = -1;
-  // Decode steps as CUDA graphs: captured per batch shape, replayed (Backend::RunRecordable).
+  // Decode steps as CUDA graphs: captured per batch size and bucket of block-table width and
+  // split work, replayed (Backend::RunRecordable).
   // PAGODA_CUDA_GRAPHS=off in the environment turns them off in every backend whatever
   // this says (so whole test binaries run both ways).
   bool graphs = true;

@@ -85,8 +85,11 @@ class CudaBackend final : public Backend {
     const int32_t* token_ids = nullptr;
     const int32_t* positions = nullptr;
     const int32_t* slot_mapping = nullptr;
-    const int32_t* block_tables = nullptr;
+    const int32_t* block_tables = nullptr;  // rows of block_stride entries
     const int32_t* logits_indices = nullptr;
+    // The batch's max_blocks_per_seq rounded up to a power of two (the rows padded with -1),
+    // so that a decode step's graph is replayed until a table outgrows the bucket.
+    int32_t block_stride = 0;
   };
   // What a plan depends on besides the batch.
   struct PlanKey {
@@ -128,6 +131,7 @@ class CudaBackend final : public Backend {
   bool has_batch_ = false;
   DeviceBatch dev_batch_;
   UploadBuffer batch_upload_;
+  std::vector<int32_t> padded_tables_;  // block tables at dev_batch_.block_stride
 
   bool plan_current_ = false;
   bool have_plan_key_ = false;  // plan_key_ was set by some Attention

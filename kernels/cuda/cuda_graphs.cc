@@ -69,7 +69,7 @@ absl::Status CudaBackend::RunRecordable(uint64_t key, absl::FunctionRef<void()> 
   k.ops_key = key;
   k.num_tokens = batch_.num_tokens();
   k.num_seqs = batch_.num_seqs();
-  k.max_blocks_per_seq = batch_.max_blocks_per_seq;
+  k.block_stride = dev_batch_.block_stride;
   k.num_logits = batch_.num_logits();
   k.plan_items = static_cast<int32_t>(plan_.items.size());
   k.plan_tiles = static_cast<int32_t>(plan_.tiles.size());

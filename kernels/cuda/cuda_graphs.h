@@ -21,7 +21,7 @@ struct GraphKey {
   uint64_t ops_key = 0;
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
-  int32_t max_blocks_per_seq = 0;
+  int32_t block_stride = 0;  // of the uploaded block tables (a power of two)
   int32_t num_logits = 0;
   int32_t plan_items = 0;
   int32_t plan_tiles = 0;

@@ -295,16 +295,18 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   p.num_kv_heads = params.num_kv_heads;
   p.head_dim = params.head_dim;
   p.log2_block_size = Log2(cs.block_size);
-  p.max_blocks_per_seq = batch_.max_blocks_per_seq;
+  p.max_blocks_per_seq = dev_batch_.block_stride;
   p.scale_log2 = params.scale * kLog2e;
   const cudaError_t err = LaunchPagedAttention(p, stream_);
   RecordLaunch(err, "Attention");
   if (err != cudaSuccess) return;
   ++trace_.calls;
   trace_.tensor_core = *path == AttentionPath::kTensorCore;
-  trace_.decode_items = trace_.tensor_core ? p.num_items : plan_.num_decode_items;
+  // Real work only: the padding PadPlanForGraphs added is not counted.
+  trace_.decode_items =
+      (trace_.tensor_core ? p.num_items : plan_.num_decode_items) - plan_.padding_items;
   trace_.prefill_tiles = p.num_tiles;
-  trace_.split_tokens = p.num_splits;
+  trace_.split_tokens = p.num_splits - plan_.padding_splits;
 }
 
 void CudaBackend::GatherLogitRows(const Tensor& x, const Tensor& out) {
