@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,6 +22,36 @@ BackendPair MakeBackendPair(const kernels::CudaOptions& options) {
   auto cuda = kernels::CreateCudaBackend({.device = kernels::DeviceKind::kCuda}, options);
   EXPECT_TRUE(cuda.ok()) << cuda.status();
   if (cuda.ok()) b.cuda = std::move(*cuda);
+  return b;
+}
+
+kernels::BatchInput MakeAttentionBatch(const std::vector<AttentionSeq>& seqs, int32_t block_size,
+                                       int32_t num_blocks, std::mt19937& rng) {
+  std::vector<int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  kernels::BatchInput b;
+  int32_t max_blocks = 1;
+  for (const AttentionSeq& s : seqs) {
+    max_blocks = std::max(max_blocks, (s.context + block_size - 1) / block_size + 1);
+  }
+  b.max_blocks_per_seq = max_blocks;
+  b.query_start_loc = {0};
+  size_t next = 0;
+  for (const AttentionSeq& s : seqs) {
+    std::vector<int32_t> table(max_blocks, 0);
+    const int32_t used = (s.context + block_size - 1) / block_size;
+    for (int32_t i = 0; i < used; ++i) table[i] = pool[next++];
+    for (int32_t pos = s.context - s.q_len; pos < s.context; ++pos) {
+      b.token_ids.push_back(0);
+      b.positions.push_back(pos);
+      b.slot_mapping.push_back(table[pos / block_size] * block_size + pos % block_size);
+    }
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.query_start_loc.push_back(b.num_tokens());
+    b.seq_lens.push_back(s.context);
+    b.logits_indices.push_back(b.num_tokens() - 1);
+  }
   return b;
 }
 

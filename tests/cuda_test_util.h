@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/batch.h"
 #include "kernels/cuda/cuda_backend.h"
 
 // Skips the current test (with the reason) unless a CUDA device is usable.
@@ -56,6 +57,18 @@ void Poison(kernels::Backend& cuda, void* dst, size_t bytes);
 // Expects every CUDA byte of `t.cuda_buffer` outside the view `t.cuda` to still hold the
 // 0xFF poison of MakeOutput (no stray writes beside the view); no-op unless t.poisoned.
 void ExpectPoisonOutsideView(kernels::Backend& cuda, const TwinTensor& t, const std::string& what);
+
+// A sequence of an attention batch: `context` tokens after this step, the last `q_len` of
+// them new.
+struct AttentionSeq {
+  int32_t context;
+  int32_t q_len;
+};
+// The batch of `seqs` (token ids 0) over blocks of `block_size`, each sequence's blocks
+// drawn from a shuffled pool of `num_blocks` ids; every table one block longer than the
+// longest context needs.
+kernels::BatchInput MakeAttentionBatch(const std::vector<AttentionSeq>& seqs, int32_t block_size,
+                                       int32_t num_blocks, std::mt19937& rng);
 
 // Host fp32 copy of a tensor.
 std::vector<float> Read(kernels::Backend& backend, const kernels::Tensor& t);
