@@ -71,10 +71,10 @@ for override in ${LIMITS:-}; do
 done
 [ "${LIMIT[unpack]}" -ge 30 ] || { echo "gpu-check: LIMITS: unpack needs 30 s at least" >&2; exit 2; }
 # NAME+graphs-off: binary NAME again with PAGODA_CUDA_GRAPHS=off (every engine and model test
-# without CUDA graphs; the graph-replay test, which needs them, filtered out).
+# without CUDA graphs; the graph tests, which need them, filtered out).
 CUDA_TESTS=(cuda_backend_test cuda_attention_test cuda_kv_dtype_test cuda_model_test
             cuda_model_test+graphs-off)
-GRAPHS_OFF_FILTER='-*GraphReplays*'
+GRAPHS_OFF_FILTER='-*CudaRandomModelTest.Graph*'
 
 # memcheck: binary and --gtest_filter, run side by side under compute-sanitizer.
 # The attention tests but the 64-batch sweep and the large shapes (head_dim 256, blocks of
