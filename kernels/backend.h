@@ -100,6 +100,10 @@ class Backend {
     ops();
     return absl::OkStatus();
   }
+  // How many sequences a plain decode step of `num_seqs` should be padded to
+  // (PadDecodeBatch) before it goes through RunRecordable, so that steps of nearby batch
+  // sizes share one recording. The default (no recording) is `num_seqs`: no padding.
+  virtual int32_t RecordableBatchSize(int32_t num_seqs) const { return num_seqs; }
 
   // out[i] = table[token_ids[i]] for each batch token. table [vocab, dim], out [num_tokens, dim].
   virtual void Embed(const Tensor& table, const Tensor& out) = 0;

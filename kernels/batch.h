@@ -26,4 +26,17 @@ struct BatchInput {
   void Clear();
 };
 
+// True when every sequence of `b` has exactly one query token and every token needs logits
+// (in token order): a plain decode step.
+bool IsPlainDecode(const BatchInput& b);
+
+// Pads the plain decode step `b` (IsPlainDecode) to `num_seqs` sequences: each added one is
+// token 0 at position 0 with slot -1 (its K/V written nowhere), context 1, a block table
+// row of block 0 (b.max_blocks_per_seq >= 1) and a logits row after the real ones. The
+// real sequences keep their rows, so logits row r still belongs to sequence r.
+// `num_seqs` <= b.num_seqs() copies b.
+// A backend that records decode steps (CUDA graphs) replays one step for every batch size
+// padded to the same count (Backend::RecordableBatchSize).
+void PadDecodeBatch(const BatchInput& b, int32_t num_seqs, BatchInput* out);
+
 }  // namespace pagoda::kernels

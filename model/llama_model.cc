@@ -357,10 +357,18 @@ void LlamaModel::RunLayer(int32_t index, const kernels::PagedKvCache& cache, int
 absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
                                  const kernels::PagedKvCache& cache, float* logits) {
   RETURN_IF_ERROR(ValidateBatch(batch, cache));
-  const int64_t n = batch.num_tokens();
-  const int64_t rows = batch.num_logits();
+  // A decode step the backend records runs padded to its bucket (PadDecodeBatch): the
+  // added rows are independent of the real ones (every op is per row, or per sequence
+  // for attention) and their logits are not read.
+  const kernels::BatchInput* run = &batch;
+  if (IsPlainDecode(batch) && backend_->RecordableBatchSize(batch.num_seqs()) > batch.num_seqs()) {
+    PadDecodeBatch(batch, backend_->RecordableBatchSize(batch.num_seqs()), &padded_batch_);
+    run = &padded_batch_;
+  }
+  const int64_t n = run->num_tokens();
+  const int64_t rows = run->num_logits();
   RETURN_IF_ERROR(EnsureWorkspace(n, std::max<int64_t>(rows, 1)));
-  RETURN_IF_ERROR(backend_->PrepareBatch(batch));
+  RETURN_IF_ERROR(backend_->PrepareBatch(*run));
   // The final norm is row-wise, so only the rows that need logits go through it.
   const Tensor last = ws_.last.view.Rows(0, rows);
   const Tensor last_norm = ws_.last_norm.view.Rows(0, rows);
@@ -383,7 +391,7 @@ absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
     if (output_b_.view.data != nullptr) backend_->AddBias(out, output_b_.view);
   }));
   if (rows == 0) return backend_->Synchronize();
-  return backend_->ReadF32(out, logits);
+  return backend_->ReadF32(out.Rows(0, batch.num_logits()), logits);
 }
 
 }  // namespace pagoda::model

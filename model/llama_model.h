@@ -89,6 +89,7 @@ class LlamaModel {
   kernels::OwnedTensor rope_freqs_;   // [1, rope_dim / 2] f32 frequency factors, or empty
   std::vector<Layer> layers_;
   Workspace ws_;
+  kernels::BatchInput padded_batch_;  // a decode step padded for the backend (Forward)
 };
 
 }  // namespace pagoda::model

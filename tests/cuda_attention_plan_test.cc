@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/cuda_graphs.h"
 #include "tests/cuda_test_util.h"
 
 namespace pagoda::kernels {
@@ -146,6 +147,14 @@ TEST(AttentionPlanTest, GraphBucketsWasteUnderAQuarter) {
   EXPECT_EQ(cuda::RoundUpPow2(7), 8);
   EXPECT_EQ(cuda::RoundUpPow2(64), 64);
   EXPECT_EQ(cuda::RoundUpPow2(65), 128);
+}
+
+// Batch sizes a decode step is padded to under CUDA graphs (RecordableBatchSize).
+TEST(AttentionPlanTest, GraphBatchSizesAreOneTwoFourThenMultiplesOfEight) {
+  const std::vector<std::pair<int32_t, int32_t>> want = {
+      {0, 0},   {1, 1},   {2, 2},   {3, 4},   {4, 4},     {5, 8},     {8, 8},     {9, 16},
+      {15, 16}, {17, 24}, {64, 64}, {65, 72}, {511, 512}, {512, 512}, {513, 513}, {1000, 1000}};
+  for (const auto& [n, size] : want) EXPECT_EQ(cuda::GraphBatchSize(n), size) << n;
 }
 
 // Two decode steps whose split contexts give 13 and 14 items plan to the same sizes once

@@ -35,6 +35,7 @@
 #include "model/llama_model.h"
 #include "model/make_model.h"
 #include "tests/cuda_test_util.h"
+#include "tests/seq_batch.h"
 
 namespace pagoda::model {
 namespace {
@@ -352,6 +353,69 @@ TEST_P(CudaRandomModelTest, GraphsAreKeptPerBucketAsTablesGrowAndSplitsChange) {
     EXPECT_EQ(with->replays, kDecodeSteps - 4);
     EXPECT_EQ(with->failed, 0);
     EXPECT_EQ(with->eager, 1);  // the prompt
+  }
+}
+
+// Decode steps of nearby batch sizes share one graph: a step of 3 sequences is padded to 4
+// (PadDecodeBatch: the added row writes nothing and no real row reads it) and replays the
+// graph of 4-sequence steps. Sequences 0-2 get bit for bit the logits of a backend running
+// 4 real sequences at every step (same GEMM shapes, rows independent), while the padded
+// backend alternates 3- and 4-sequence steps on one capture.
+TEST_P(CudaRandomModelTest, DecodeStepsOfThreeAndFourSequencesShareOneGraph) {
+  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
+      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
+    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
+  }
+  for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
+    SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
+    std::unique_ptr<gguf::GgufFile> file =
+        MakeFile(GetParam(),
+                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    ASSERT_NE(file, nullptr);
+    Loaded mixed = Load(*file, true, dtype);
+    Loaded full = Load(*file, true, dtype);
+    ASSERT_TRUE(mixed.model != nullptr && full.model != nullptr);
+    EXPECT_EQ(mixed.backend->RecordableBatchSize(3), 4);
+    testing::SeqBatch a(mixed.model.get(), 4, mixed.backend->kv_dtype());
+    testing::SeqBatch b(full.model.get(), 4, full.backend->kv_dtype());
+    std::vector<int32_t> next(4);
+    int32_t next3_mixed = 0;
+    for (int32_t s = 0; s < 4; ++s) {  // prompts one at a time, never padded
+      const std::vector<int32_t> prompt = Prompt(6 + s, 512, 20 + s);
+      const std::vector<std::vector<float>> got = a.Feed({s}, {prompt});
+      const std::vector<std::vector<float>> want = b.Feed({s}, {prompt});
+      ASSERT_EQ(got, want) << "prompt " << s;
+      next[s] = testing::ArgmaxOf(want[0]);
+    }
+    next3_mixed = next[3];
+    constexpr int32_t kDecodeSteps = 10;
+    for (int32_t step = 0; step < kDecodeSteps; ++step) {
+      // `full` runs all four sequences each step; `mixed` leaves sequence 3 out of every
+      // other step (3 sequences, padded to 4).
+      const bool three = step % 2 == 0;
+      const std::vector<int32_t> all = {0, 1, 2, 3};
+      const std::vector<int32_t> seqs = three ? std::vector<int32_t>{0, 1, 2} : all;
+      std::vector<std::vector<int32_t>> tokens = {{next[0]}, {next[1]}, {next[2]}};
+      if (!three) tokens.push_back({next3_mixed});
+      const std::vector<std::vector<float>> got = a.Feed(seqs, tokens);
+      const std::vector<std::vector<float>> want =
+          b.Feed(all, {{next[0]}, {next[1]}, {next[2]}, {next[3]}});
+      ASSERT_EQ(got.size(), seqs.size());
+      for (int32_t s = 0; s < 3; ++s) {
+        ASSERT_EQ(got[s], want[s]) << "step " << step << ", sequence " << s;
+        next[s] = testing::ArgmaxOf(want[s]);
+      }
+      next[3] = testing::ArgmaxOf(want[3]);
+      if (!three) next3_mixed = testing::ArgmaxOf(got[3]);
+    }
+    for (const Loaded* l : {&mixed, &full}) {
+      absl::StatusOr<kernels::CudaGraphCounts> counts = kernels::CudaGraphStats(l->backend.get());
+      ASSERT_TRUE(counts.ok());
+      EXPECT_EQ(counts->captures, 1);
+      EXPECT_EQ(counts->replays, kDecodeSteps - 1);
+      EXPECT_EQ(counts->failed, 0);
+      EXPECT_EQ(counts->eager, 4);  // the prompts
+    }
   }
 }
 

@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
   // Decode batches (one query token per sequence) as CUDA graphs: the first call of a shape
   // captures `ops` and launches the graph, later ones replay it (cuda_graphs.cc).
   absl::Status RunRecordable(uint64_t key, absl::FunctionRef<void()> ops) override;
+  int32_t RecordableBatchSize(int32_t num_seqs) const override;
 
   void Embed(const Tensor& table, const Tensor& out) override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;

@@ -13,6 +13,17 @@
 
 namespace pagoda::kernels::cuda {
 
+int32_t GraphBatchSize(int32_t num_seqs) {
+  if (num_seqs <= 2) return num_seqs;
+  if (num_seqs <= 4) return 4;
+  if (num_seqs <= 512) return (num_seqs + 7) / 8 * 8;
+  return num_seqs;
+}
+
+int32_t CudaBackend::RecordableBatchSize(int32_t num_seqs) const {
+  return options_.graphs ? GraphBatchSize(num_seqs) : num_seqs;
+}
+
 GraphCache::Entry* GraphCache::Find(const GraphKey& key) {
   for (auto& [k, e] : entries_) {
     if (k == key) {

@@ -35,6 +35,11 @@ struct GraphKey {
   bool operator==(const GraphKey&) const = default;
 };
 
+// The batch size a plain decode step of `num_seqs` sequences is padded to when graphs are
+// on (Backend::RecordableBatchSize): 1, 2, 4, then multiples of 8 up to 512; larger batches
+// are not padded. A padding row costs a GEMM row; decode GEMMs read weights, not rows.
+int32_t GraphBatchSize(int32_t num_seqs);
+
 // The graphs captured so far, at most kMaxGraphs (the least recently used one goes first).
 class GraphCache {
  public:
