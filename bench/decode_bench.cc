@@ -3,7 +3,8 @@
 //   --mode kv       decode tokens/s with the KV cache vs recomputing the whole context at
 //                   every step, at each of --contexts, and their ratio
 //   --mode batch    aggregate decode tokens/s at each of --batch-sizes concurrent
-//                   sequences of --context prompt tokens, and the ratio to batch 1
+//                   sequences of --context prompt tokens, and the ratio to batch 1; on
+//                   CUDA then a line of what the CUDA graphs did (captures, replays, ...)
 //   --mode profile  wall time per op per step (ms/step, % of step) of the prefill chunk and
 //                   the decode steps, at each of --batch-sizes (see decode_profile.h)
 //   --mode preempt  recompute vs swap under KV-memory pressure (see decode_preempt.h)
@@ -36,6 +37,9 @@
 #include "model/gguf_writer.h"
 #include "model/llama_config.h"
 #include "model/make_model.h"
+#ifdef PAGODA_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace pagoda::bench {
 namespace {
@@ -271,12 +275,28 @@ int RunKv(const Flags& f) {
   return 0;
 }
 
+// On a CUDA backend, one line of what its decode-step graphs did; nothing otherwise.
+void PrintGraphCounts([[maybe_unused]] const kernels::Backend* backend) {
+#ifdef PAGODA_HAVE_CUDA
+  absl::StatusOr<kernels::CudaGraphCounts> c = kernels::CudaGraphStats(backend);
+  if (!c.ok()) return;
+  std::printf("cuda graphs: %lld captures, %lld replays, %lld direct runs, %lld failed captures\n",
+              static_cast<long long>(c->captures), static_cast<long long>(c->replays),
+              static_cast<long long>(c->eager), static_cast<long long>(c->failed));
+#endif
+}
+
 int RunBatch(const Flags& f) {
   const int32_t tokens = f.decode_tokens;
   const int32_t context = f.context;
   const std::vector<int32_t>& sizes = f.batch_sizes;
   const int32_t max_n = sizes.empty() ? 1 : *std::max_element(sizes.begin(), sizes.end());
-  auto engine = MakeEngine(f, {.max_seqs = std::max(256, max_n)});
+  const kernels::Backend* backend = nullptr;  // owned by the engine
+  auto engine = MakeEngine(f, {.max_seqs = std::max(256, max_n)},
+                           [&backend](std::unique_ptr<kernels::Backend> be) {
+                             backend = be.get();
+                             return be;
+                           });
   if (!engine.ok()) {
     std::fprintf(stderr, "engine: %s\n", std::string(engine.status().message()).c_str());
     return 1;
@@ -293,6 +313,7 @@ int RunBatch(const Flags& f) {
     std::printf("%8d %14.1f %10.2f\n", n, tps, base > 0 ? tps / base : 0);
     std::fflush(stdout);
   }
+  PrintGraphCounts(backend);
   return 0;
 }
 

@@ -352,12 +352,15 @@ step_kernels() {
   return "$rc"
 }
 
-# The decode benchmark's table as JSON (rows "seqs tok/s ratio"); $2 names the KV type, $3
-# whether CUDA graphs were on.
+# The decode benchmark's table as JSON (rows "seqs tok/s ratio", and its "cuda graphs:" line
+# as graph_counts, null without one); $2 names the KV type, $3 whether CUDA graphs were on.
 decode_json() {
   awk -v dev="$DEVICE" -v kv="$2" -v graphs="$3" 'BEGIN { printf "{\n    \"device\": \"%s\",\n    \"preset\": \"1b\",\n    \"dtype\": \"bf16\",\n    \"kv_cache_dtype\": \"%s\",\n    \"cuda_graphs\": \"%s\",\n    \"context\": 512,\n    \"rows\": [", dev, kv, graphs; n = 0 }
     /^ *[0-9]+ +[0-9.]+ +[0-9.]+ *$/ { printf "%s\n      {\"seqs\": %d, \"decode_tok_s\": %s, \"vs_1_seq\": %s}", (n++ ? "," : ""), $1, $2, $3 }
-    END { print "\n    ]\n  }" }' "$1"
+    /^cuda graphs: [0-9]+ captures, [0-9]+ replays, [0-9]+ direct runs, [0-9]+ failed captures$/ {
+      counts = sprintf("{\"captures\": %d, \"replays\": %d, \"direct\": %d, \"failed\": %d}", $3, $5, $7, $10)
+    }
+    END { printf "\n    ],\n    \"graph_counts\": %s\n  }\n", (counts == "" ? "null" : counts) }' "$1"
 }
 
 # The preemption table as JSON: rows "name... wall_s tok/s ttft preemptions swap-outs hits".
