@@ -170,6 +170,28 @@ std::unique_ptr<gguf::GgufFile> MakeFile(int32_t head_dim, gguf::TensorType type
   return file.ok() ? std::move(*file) : nullptr;
 }
 
+// The random model with f32 weights for f32 activations, else bf16 weights.
+std::unique_ptr<gguf::GgufFile> MakeFileOf(int32_t head_dim, kernels::DType dtype) {
+  return MakeFile(head_dim,
+                  dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+}
+
+// PAGODA_CUDA_GRAPHS=off, which turns graphs off in every backend (the graph tests skip).
+bool GraphsOffInEnvironment() {
+  const char* v = std::getenv("PAGODA_CUDA_GRAPHS");
+  return v != nullptr && std::string(v) == "off";
+}
+
+// What `l`'s CUDA graphs did: `captures`, `replays` and `eager` direct runs, no failure.
+void ExpectGraphCounts(const Loaded& l, int64_t captures, int64_t replays, int64_t eager) {
+  absl::StatusOr<kernels::CudaGraphCounts> c = kernels::CudaGraphStats(l.backend.get());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->captures, captures);
+  EXPECT_EQ(c->replays, replays);
+  EXPECT_EQ(c->failed, 0);
+  EXPECT_EQ(c->eager, eager);
+}
+
 class CudaRandomModelTest : public ::testing::TestWithParam<int32_t> {
  protected:
   void SetUp() override { PAGODA_SKIP_WITHOUT_CUDA(); }
@@ -262,15 +284,10 @@ TEST_P(CudaRandomModelTest, GreedyBf16OverAnFp8CacheTracksCpuWithinTolerance) {
 // one without, on the same model and tokens, give bitwise equal logits at every step; the
 // first decode step is captured and the rest replayed (prefill steps run directly).
 TEST_P(CudaRandomModelTest, GraphReplaysGiveBitwiseTheLogitsOfDirectRuns) {
-  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
-      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
-    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
-  }
+  if (GraphsOffInEnvironment()) GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
   for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
     SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
-    std::unique_ptr<gguf::GgufFile> file =
-        MakeFile(GetParam(),
-                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    std::unique_ptr<gguf::GgufFile> file = MakeFileOf(GetParam(), dtype);
     ASSERT_NE(file, nullptr);
     Loaded graphed = Load(*file, true, dtype, true);
     Loaded direct = Load(*file, true, dtype, false);
@@ -286,18 +303,10 @@ TEST_P(CudaRandomModelTest, GraphReplaysGiveBitwiseTheLogitsOfDirectRuns) {
       got = a.Feed({next});
       want = b.Feed({next});
     }
-    absl::StatusOr<kernels::CudaGraphCounts> with = kernels::CudaGraphStats(graphed.backend.get());
-    absl::StatusOr<kernels::CudaGraphCounts> without =
-        kernels::CudaGraphStats(direct.backend.get());
-    ASSERT_TRUE(with.ok() && without.ok());
     // 1 prefill (direct) + kSteps decode steps: one capture, kSteps - 1 replays (the block
     // table, contexts under one split partition and the workspace keep one shape).
-    EXPECT_EQ(with->captures, 1);
-    EXPECT_EQ(with->replays, kSteps - 1);
-    EXPECT_EQ(with->failed, 0);
-    EXPECT_EQ(with->eager, 1);
-    EXPECT_EQ(without->captures + without->replays, 0);
-    EXPECT_EQ(without->eager, kSteps + 1);
+    ExpectGraphCounts(graphed, 1, kSteps - 1, 1);
+    ExpectGraphCounts(direct, 0, 0, kSteps + 1);
   }
 }
 
@@ -309,17 +318,12 @@ TEST_P(CudaRandomModelTest, GraphReplaysGiveBitwiseTheLogitsOfDirectRuns) {
 // The padding changes no result: the logits equal, bit for bit, a backend without graphs,
 // hence without padding, at every step.
 TEST_P(CudaRandomModelTest, GraphsAreKeptPerBucketAsTablesGrowAndSplitsChange) {
-  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
-      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
-    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
-  }
+  if (GraphsOffInEnvironment()) GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
   constexpr int32_t kPrompt = 5;
   constexpr int32_t kDecodeSteps = 100;
   for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
     SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
-    std::unique_ptr<gguf::GgufFile> file =
-        MakeFile(GetParam(),
-                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    std::unique_ptr<gguf::GgufFile> file = MakeFileOf(GetParam(), dtype);
     ASSERT_NE(file, nullptr);
     Loaded graphed = Load(*file, true, dtype, true, 32);
     Loaded direct = Load(*file, true, dtype, false, 32);
@@ -347,12 +351,7 @@ TEST_P(CudaRandomModelTest, GraphsAreKeptPerBucketAsTablesGrowAndSplitsChange) {
     }
     ASSERT_EQ(got, want) << "last step";
     EXPECT_EQ(split_steps, kPrompt + kDecodeSteps - 32);
-    absl::StatusOr<kernels::CudaGraphCounts> with = kernels::CudaGraphStats(graphed.backend.get());
-    ASSERT_TRUE(with.ok());
-    EXPECT_EQ(with->captures, 4);
-    EXPECT_EQ(with->replays, kDecodeSteps - 4);
-    EXPECT_EQ(with->failed, 0);
-    EXPECT_EQ(with->eager, 1);  // the prompt
+    ExpectGraphCounts(graphed, 4, kDecodeSteps - 4, 1);  // eager: the prompt
   }
 }
 
@@ -362,15 +361,10 @@ TEST_P(CudaRandomModelTest, GraphsAreKeptPerBucketAsTablesGrowAndSplitsChange) {
 // 4 real sequences at every step (same GEMM shapes, rows independent), while the padded
 // backend alternates 3- and 4-sequence steps on one capture.
 TEST_P(CudaRandomModelTest, DecodeStepsOfThreeAndFourSequencesShareOneGraph) {
-  if (std::getenv("PAGODA_CUDA_GRAPHS") != nullptr &&
-      std::string(std::getenv("PAGODA_CUDA_GRAPHS")) == "off") {
-    GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
-  }
+  if (GraphsOffInEnvironment()) GTEST_SKIP() << "PAGODA_CUDA_GRAPHS=off: no backend records";
   for (kernels::DType dtype : {kernels::DType::kF32, kernels::DType::kBF16}) {
     SCOPED_TRACE(::testing::Message() << kernels::DTypeName(dtype) << ", head_dim " << GetParam());
-    std::unique_ptr<gguf::GgufFile> file =
-        MakeFile(GetParam(),
-                 dtype == kernels::DType::kF32 ? gguf::TensorType::kF32 : gguf::TensorType::kBF16);
+    std::unique_ptr<gguf::GgufFile> file = MakeFileOf(GetParam(), dtype);
     ASSERT_NE(file, nullptr);
     Loaded mixed = Load(*file, true, dtype);
     Loaded full = Load(*file, true, dtype);
@@ -408,14 +402,8 @@ TEST_P(CudaRandomModelTest, DecodeStepsOfThreeAndFourSequencesShareOneGraph) {
       next[3] = testing::ArgmaxOf(want[3]);
       if (!three) next3_mixed = testing::ArgmaxOf(got[3]);
     }
-    for (const Loaded* l : {&mixed, &full}) {
-      absl::StatusOr<kernels::CudaGraphCounts> counts = kernels::CudaGraphStats(l->backend.get());
-      ASSERT_TRUE(counts.ok());
-      EXPECT_EQ(counts->captures, 1);
-      EXPECT_EQ(counts->replays, kDecodeSteps - 1);
-      EXPECT_EQ(counts->failed, 0);
-      EXPECT_EQ(counts->eager, 4);  // the prompts
-    }
+    ExpectGraphCounts(mixed, 1, kDecodeSteps - 1, 4);  // eager: the prompts
+    ExpectGraphCounts(full, 1, kDecodeSteps - 1, 4);
   }
 }
 
