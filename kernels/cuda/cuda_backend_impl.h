@@ -119,6 +119,9 @@ class CudaBackend final : public Backend {
   // Captures `ops` into a graph stored under `key` and launches it; false (nothing queued,
   // the backend as before) when the capture failed.
   bool CaptureAndLaunch(const GraphKey& key, absl::FunctionRef<void()> ops);
+  // Sets the trace's work counts from the current plan (at each Attention, and at a replay,
+  // whose graph may have been captured from a step with other real counts in one bucket).
+  void SetPlanTrace();
 
   int device_;
   CudaOptions options_;

@@ -95,13 +95,16 @@ absl::Status CudaBackend::RunRecordable(uint64_t key, absl::FunctionRef<void()> 
   std::copy(std::begin(plan_fields), std::end(plan_fields), k.plan_fields);
   k.batch_arena = batch_upload_.device();
   k.plan_arena = plan_upload_.device();
-  k.partials = partials_.data();
+  // Read only by split steps: a step with nothing split keeps its graph when it grows.
+  k.partials = plan_.num_partials > 0 ? partials_.data() : nullptr;
   if (GraphCache::Entry* e = graphs_.Find(k)) {
     RecordLaunch(cudaGraphLaunch(e->exec, stream_), "graph launch");
     ++counts.replays;
     const int64_t calls = trace_.calls + e->attention_calls;
     trace_ = e->trace;
     trace_.calls = calls;
+    // Padded steps of one bucket share a graph: the counts are this step's plan's.
+    if (e->attention_calls > 0) SetPlanTrace();
     return absl::OkStatus();
   }
   if (graphs_.Failed(k)) return eager();

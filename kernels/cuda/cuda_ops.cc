@@ -302,11 +302,16 @@ void CudaBackend::Attention(const Tensor& q, const PagedKvCache& cache, int32_t 
   if (err != cudaSuccess) return;
   ++trace_.calls;
   trace_.tensor_core = *path == AttentionPath::kTensorCore;
-  // Real work only: the padding PadPlanForGraphs added is not counted.
+  SetPlanTrace();
+}
+
+void CudaBackend::SetPlanTrace() {
+  // The plan's own padding (PadPlanForGraphs) is not counted.
   trace_.decode_items =
-      (trace_.tensor_core ? p.num_items : plan_.num_decode_items) - plan_.padding_items;
-  trace_.prefill_tiles = p.num_tiles;
-  trace_.split_tokens = p.num_splits - plan_.padding_splits;
+      (trace_.tensor_core ? static_cast<int32_t>(plan_.items.size()) : plan_.num_decode_items) -
+      plan_.padding_items;
+  trace_.prefill_tiles = static_cast<int32_t>(plan_.tiles.size());
+  trace_.split_tokens = static_cast<int32_t>(plan_.splits.size()) - plan_.padding_splits;
 }
 
 void CudaBackend::GatherLogitRows(const Tensor& x, const Tensor& out) {
