@@ -13,11 +13,11 @@
 #   --dry-run  (or DRY_RUN=1) prints the plan (each step, its command and limit, the sum)
 #              and every test each step would run (the binaries' --gtest_list_tests), then
 #              exits 0; runs nothing else (it unpacks the archive unless BUNDLE_DIR is set).
-# Env:   OUT         where gpu-check.log, results.json (every figure), paged_attention.json,
-#                    paged_attention_fp8.json, decode.json, decode_fp8.json,
-#                    decode_graphs_off.json, preempt.txt and
-#                    the whole log of a failing test binary go
-#                    (default /tmp/pagoda-gpu-check/out)
+# Env:   OUT         where gpu-check.log, results.json (every figure) and, at the end,
+#                    logs.tar.gz (every test log and benchmark output: paged_attention.json,
+#                    paged_attention_fp8.json, decode*.json, preempt.txt) go; the whole log
+#                    of a failing test binary is copied there as it fails and moved into
+#                    the archive at the end (default /tmp/pagoda-gpu-check/out)
 #        WORK        where the archive is unpacked and the 1b model is written
 #                    (default /tmp/pagoda-gpu-check; the model takes about 2 GB)
 #        BUNDLE_DIR  an unpacked bundle (a folder holding bin/, lib/, testdata/) to use
@@ -95,7 +95,7 @@ describe() {
     unpack) echo "xz -dc ARCHIVE | tar -x into \$WORK (limit - 20 s); find libcublas*.so.13, libcuda.so.1 (20 s)" ;;
     model) echo "pagoda-decode-bench --write_model=$MODEL --preset=1b --dtype=bf16" ;;
     tests) echo "${CUDA_TESTS[*]} side by side (+graphs-off: PAGODA_CUDA_GRAPHS=off --gtest_filter=$GRAPHS_OFF_FILTER; a skip with a GPU present fails)" ;;
-    kernels) echo "paged_attention_bench --json=\$OUT/paged_attention.json, then --kv_dtype=fp8 --json=\$OUT/paged_attention_fp8.json (half the limit each)" ;;
+    kernels) echo "paged_attention_bench --json=\$WORK/paged_attention.json, then --kv_dtype=fp8 --json=\$WORK/paged_attention_fp8.json (half the limit each)" ;;
     decode) echo "pagoda-decode-bench --model=$MODEL ${DECODE_ARGS[*]}, then with --kv-cache-dtype=fp8, then with PAGODA_CUDA_GRAPHS=off (a third of the limit each)" ;;
     preempt) echo "pagoda-decode-bench --model=$MODEL ${PREEMPT_ARGS[*]}" ;;
     memcheck)
@@ -195,11 +195,11 @@ write_results() {
     printf '  "tests": %s,\n' "$(json_array "$PARTS/tests")"
     printf '  "memcheck": {\n    "tool": %s,\n    "note": %s,\n    "runs": %s\n  },\n' \
       "$(json_str "${SANITIZER:-}")" "$(json_str "${MEMCHECK_NOTE:-}")" "$(json_array "$PARTS/memcheck" 4)"
-    printf '  "paged_attention": %s,\n' "$(json_file "$OUT/paged_attention.json")"
-    printf '  "paged_attention_fp8": %s,\n' "$(json_file "$OUT/paged_attention_fp8.json")"
-    printf '  "decode": %s,\n' "$(json_file "$OUT/decode.json")"
-    printf '  "decode_fp8": %s,\n' "$(json_file "$OUT/decode_fp8.json")"
-    printf '  "decode_graphs_off": %s,\n' "$(json_file "$OUT/decode_graphs_off.json")"
+    printf '  "paged_attention": %s,\n' "$(json_file "$WORK/paged_attention.json")"
+    printf '  "paged_attention_fp8": %s,\n' "$(json_file "$WORK/paged_attention_fp8.json")"
+    printf '  "decode": %s,\n' "$(json_file "$WORK/decode.json")"
+    printf '  "decode_fp8": %s,\n' "$(json_file "$WORK/decode_fp8.json")"
+    printf '  "decode_graphs_off": %s,\n' "$(json_file "$WORK/decode_graphs_off.json")"
     printf '  "preempt": %s\n}\n' "$(json_file "$WORK/preempt.json")"
   } >"$tmp" && mv "$tmp" "$RESULTS"
 }
@@ -346,9 +346,9 @@ step_tests() {
 step_kernels() {
   [ "$HAVE_GPU" = 1 ] || { skip "no GPU: nothing is measured"; return; }
   local rc=0 r half=$((LIMIT[kernels] / 2))
-  limited "$half" "$B/bin/paged_attention_bench" --json="$OUT/paged_attention.json" || rc=$?
+  limited "$half" "$B/bin/paged_attention_bench" --json="$WORK/paged_attention.json" || rc=$?
   limited "$half" "$B/bin/paged_attention_bench" --kv_dtype=fp8 \
-    --json="$OUT/paged_attention_fp8.json" || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
+    --json="$WORK/paged_attention_fp8.json" || { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
   return "$rc"
 }
 
@@ -391,7 +391,7 @@ step_decode() {
     PAGODA_CUDA_GRAPHS=$graphs limited "$third" "$B/bin/pagoda-decode-bench" --model="$MODEL" \
       "${DECODE_ARGS[@]}" --kv-cache-dtype="$kv" | tee "$WORK/$name.txt" ||
       { r=$?; [ "$rc" -eq 0 ] && rc=$r; }
-    decode_json "$WORK/$name.txt" "$kv" "$graphs" >"$OUT/$name.json"
+    decode_json "$WORK/$name.txt" "$kv" "$graphs" >"$WORK/$name.json"
   done
   return "$rc"
 }
@@ -401,8 +401,8 @@ step_preempt() {
   [ -s "$MODEL" ] || { STEP_NOTE="no model (the model step failed)"; return 1; }
   local rc=0
   limited "${LIMIT[preempt]}" "$B/bin/pagoda-decode-bench" --model="$MODEL" "${PREEMPT_ARGS[@]}" |
-    tee "$OUT/preempt.txt" || rc=$?
-  preempt_json "$OUT/preempt.txt" >"$WORK/preempt.json"
+    tee "$WORK/preempt.txt" || rc=$?
+  preempt_json "$WORK/preempt.txt" >"$WORK/preempt.json"
   return "$rc"
 }
 
@@ -439,6 +439,20 @@ step_memcheck() {
     fi
   done
   return "$status"
+}
+
+# A device call returns at most 8 files: at the end every log and benchmark output goes into
+# $OUT/logs.tar.gz, and the failing binaries' logs copied to $OUT on the way (so that a run cut
+# short still returns them) are removed, leaving results.json, gpu-check.log and the archive.
+pack_logs() {
+  local files
+  files=$(cd "$WORK" && ls -- *.log *.txt *.json 2>/dev/null) || true
+  [ -n "$files" ] || return 0
+  # shellcheck disable=SC2086  # one name a word (the names are the script's own)
+  if tar -C "$WORK" -czf "$OUT/logs.tar.gz" $files; then
+    find "$OUT" -maxdepth 1 -name '*.log' ! -name gpu-check.log -delete
+    echo "logs: $OUT/logs.tar.gz ($(wc -w <<<"$files") files)"
+  fi
 }
 
 # ---- The dry run: the plan and every test, nothing run.
@@ -508,7 +522,7 @@ main() {
   local status=0
   rm -rf "$PARTS"
   mkdir -p "$PARTS"
-  rm -f "$OUT/paged_attention.json" "$OUT/decode.json" "$OUT/preempt.txt" "$WORK/preempt.json"
+  rm -f "$WORK"/*.json "$WORK"/*.txt "$WORK"/*.log "$OUT/logs.tar.gz"
   banner "gpu-check in $ROOT, archive $ARCHIVE; plan:"
   print_plan
   HAVE_GPU=0
@@ -553,6 +567,7 @@ main() {
     STATUS=ok
   fi
   write_results
+  pack_logs
   echo "results: $RESULTS ($SECONDS s in all)"
   if [ $status -ne 0 ]; then
     banner "done: FAILURES above$([ "$HAVE_GPU" = 1 ] || echo ' (and no GPU)')"
