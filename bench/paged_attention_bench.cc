@@ -10,7 +10,10 @@
 //
 // Usage: paged_attention_bench [--batches=1,16,64,128] [--contexts=512,2048,8192]
 //                              [--iters=50] [--kv_dtype=bf16|fp8] [--json=PATH]
-// --json also writes the table (and the copy bandwidth) as JSON to PATH.
+//                              [--partitions=256,512,1024]
+// --json also writes the table (and the copy bandwidth) as JSON to PATH. --partitions also
+// times each shape with each of these split-KV partition sizes (tokens), one line each: the
+// data for tuning the plan's choice (ChooseSplitPartition).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,6 +57,7 @@ struct Args {
   std::vector<int> batches = {1, 16, 64, 128};
   std::vector<int> contexts = {512, 2048, 8192};
   int iters = 50;
+  std::vector<int> partitions;    // split-KV partition sizes to sweep (none by default)
   std::string kv_dtype = "bf16";  // the cache's element type: bf16 or fp8 (e4m3)
   std::string json;               // where the table goes as JSON ("" = nowhere)
 };
@@ -79,9 +83,12 @@ std::optional<int> ParseArgs(int argc, char** argv, Args* a) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--iters", a->iters, "Timed iterations per shape.")->check(CLI::Range(1, 100000));
-  app.add_option("--kv_dtype", a->kv_dtype, "KV cache element type.")
+  app.add_option("--kv-dtype", a->kv_dtype, "KV cache element type.")
       ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_option("--json", a->json, "Write the table as JSON here.");
+  app.add_option("--partitions", a->partitions, "Also time each shape with these partitions.")
+      ->delimiter(',')
+      ->check(CLI::Range(16, 1 << 20));
   return pagoda::bench::ParseCommandLine(&app, argc, argv);
 }
 
@@ -330,6 +337,14 @@ int main(int argc, char** argv) {
                   100 * gbs0 / copy_gbs);
       std::fflush(stdout);
       rows.push_back({batch, context, auto_split.partition, auto_split.us, gbs, no_split.us, gbs0});
+      for (int partition : args.partitions) {
+        const Timing t = TimeAttention(b, p, num_blocks, prop.multiProcessorCount, partition,
+                                       args.iters, stream);
+        const double g = bytes / (t.us * 1e-6) / 1e9;
+        std::printf("%6d %8d %7d %10.1f %8.0f %6.0f%%   (partition sweep)\n", batch, context,
+                    t.partition, t.us, g, 100 * g / copy_gbs);
+      }
+      std::fflush(stdout);
       for (void* ptr : {k, v, q, out, static_cast<void*>(tables), static_cast<void*>(positions)}) {
         cudaFree(ptr);
       }

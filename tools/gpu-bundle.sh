@@ -151,12 +151,18 @@ check_runs() {
     --batch_sizes=1 --context=8 --decode_tokens=2 --threads=1 >"$log" 2>&1 ||
     { cat "$log" >&2; fail "pagoda-decode-bench under env -i"; }
   note "pagoda-decode-bench: runs (CPU, tiny preset)"
-  local rc=0
-  "${run[@]}" "$STAGE/bin/paged_attention_bench" >"$log" 2>&1 || rc=$?
-  if [ $rc -ne 0 ] && ! grep -q "no CUDA device" "$log"; then
-    cat "$log" >&2; fail "paged_attention_bench under env -i (exit $rc)"
-  fi
-  note "paged_attention_bench: starts ($( [ $rc -eq 0 ] && echo ran || echo 'no device here'))"
+  # With the flags gpu-check.sh gives it (they are parsed before the device is looked for).
+  local rc flags
+  for flags in "" "--kv_dtype=fp8 --json=$STAGE.json"; do
+    rc=0
+    # shellcheck disable=SC2086  # the flags split into words
+    "${run[@]}" "$STAGE/bin/paged_attention_bench" $flags >"$log" 2>&1 || rc=$?
+    if [ $rc -ne 0 ] && ! grep -q "no CUDA device" "$log"; then
+      cat "$log" >&2; fail "paged_attention_bench $flags under env -i (exit $rc)"
+    fi
+    note "paged_attention_bench ${flags:-(no flags)}: starts ($( [ $rc -eq 0 ] && echo ran || echo 'no device here'))"
+  done
+  rm -f "$STAGE.json"
   rm -f "$log"
 }
 
