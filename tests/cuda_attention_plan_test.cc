@@ -117,11 +117,18 @@ TEST(AttentionPlanTest, SplitsLongContextsIntoPartitions) {
 TEST(AttentionPlanTest, SplitHeuristicFillsTheDeviceOnlyWhenNeeded) {
   // 64 sequences x 4 KV heads = 256 blocks >= 132 SMs: no split.
   EXPECT_EQ(cuda::ChooseSplitPartition(std::vector<int32_t>(64, 2048), 4, 132), 0);
-  // One sequence of 8192: split into partitions of at least 128 tokens.
-  const int32_t p = cuda::ChooseSplitPartition({8192}, 4, 132);
-  EXPECT_GE(p, 128);
-  EXPECT_LT(p, 8192);
-  EXPECT_EQ(p % 16, 0);
+  // Two waves' worth of items (2 x 132 / 4 = 66), as a power of two of at least 128 tokens:
+  // 1 x 2048 -> 128 (16 partitions); 16 x 2048 -> 512; 32 x 2048 -> 1024 (2 partitions, not
+  // the 1008 of an even share, which leaves a third partition of 32 tokens).
+  EXPECT_EQ(cuda::ChooseSplitPartition({2048}, 4, 132), 128);
+  EXPECT_EQ(cuda::ChooseSplitPartition(std::vector<int32_t>(16, 2048), 4, 132), 512);
+  EXPECT_EQ(cuda::ChooseSplitPartition(std::vector<int32_t>(32, 2048), 4, 132), 1024);
+  EXPECT_EQ(cuda::ChooseSplitPartition(std::vector<int32_t>(16, 8192), 4, 132), 2048);
+  // At most 32 partitions a sequence: 8192 -> 256 (not 128), 32768 -> 1024 (not 512).
+  EXPECT_EQ(cuda::ChooseSplitPartition({8192}, 4, 132), 256);
+  EXPECT_EQ(cuda::ChooseSplitPartition({32768}, 4, 132), 1024);
+  // Uneven contexts: the share of the total (1000 + 3000) / 66 -> 64 -> 128.
+  EXPECT_EQ(cuda::ChooseSplitPartition({1000, 3000}, 4, 132), 128);
   // Short contexts are never split.
   EXPECT_EQ(cuda::ChooseSplitPartition({100, 50}, 4, 132), 0);
   EXPECT_EQ(cuda::ChooseSplitPartition({}, 4, 132), 0);

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/gemv.cuh"
 #include "tests/cuda_test_util.h"
 
 namespace pagoda::kernels {
@@ -78,6 +80,19 @@ TEST_P(CudaOpsTest, RmsNormMatchesCpu) {
     b_.cuda->RmsNorm(x.cuda, w.cuda, 1e-5f, out.cuda);
     Compare(out, absl::StrCat("RmsNorm cols ", cols));
   }
+  // Aligned rows (the 16-byte vector kernel), with and without a row stride, up to its largest
+  // row (8192 16-bit values) and just past it (the scalar kernel again).
+  for (int64_t cols : {8, 2048, 8192, 8200}) {
+    for (int width : {1, 2}) {
+      const int64_t rows = 3;
+      TwinTensor x = MakeTwin(b_, RandomValues(rows * cols, rng_, -2, 2), rows, cols, width);
+      TwinTensor w = MakeTwin(b_, RandomValues(cols, rng_, 0.5, 1.5), 1, cols);
+      TwinTensor out = MakeOutput(b_, dtype(), rows, cols, width);
+      b_.cpu->RmsNorm(x.cpu, w.cpu, 1e-5f, out.cpu);
+      b_.cuda->RmsNorm(x.cuda, w.cuda, 1e-5f, out.cuda);
+      Compare(out, absl::StrCat("RmsNorm aligned, cols ", cols, ", width x", width));
+    }
+  }
 }
 
 TEST_P(CudaOpsTest, MatMulMatchesCpu) {
@@ -99,6 +114,62 @@ TEST_P(CudaOpsTest, MatMulMatchesCpu) {
     ExpectAllClose(Read(*b_.cuda, out32.cuda), Read(*b_.cpu, out32.cpu),
                    dtype() == DType::kF32 ? 1e-4 : 1e-3, "MatMul to f32");
   }
+  // Aligned rows: 1 to 4 of them take the matrix-vector kernel in 16-bit types (GemvApplies),
+  // 5 cuBLAS again; k not a multiple of the kernel's 4 x 32 x 8 unrolled stride, m not of 8.
+  for (const Shape s : {Shape{1, 2048, 48}, Shape{2, 64, 300}, Shape{3, 1096, 33},
+                        Shape{4, 4104, 64}, Shape{5, 64, 48}}) {
+    TwinTensor x = MakeTwin(b_, RandomValues(s.n * s.k, rng_), s.n, s.k, 2);
+    TwinTensor w = MakeTwin(b_, RandomValues(s.m * s.k, rng_), s.m, s.k);
+    TwinTensor out = MakeOutput(b_, dtype(), s.n, s.m, 2);
+    b_.cpu->MatMul(x.cpu, w.cpu, out.cpu);
+    b_.cuda->MatMul(x.cuda, w.cuda, out.cuda);
+    Compare(out, absl::StrCat("MatMul aligned ", s.n, "x", s.k, "x", s.m));
+    TwinTensor out32 = MakeOutput(b_, DType::kF32, s.n, s.m);
+    b_.cpu->MatMul(x.cpu, w.cpu, out32.cpu);
+    b_.cuda->MatMul(x.cuda, w.cuda, out32.cuda);
+    ASSERT_TRUE(b_.cuda->Synchronize().ok());
+    ExpectAllClose(Read(*b_.cuda, out32.cuda), Read(*b_.cpu, out32.cpu),
+                   dtype() == DType::kF32 ? 1e-4 : 1e-3, "MatMul aligned to f32");
+  }
+}
+
+// Which products the matrix-vector kernel takes (host logic: runs without a device).
+TEST(CudaGemvTest, AppliesToAlignedSixteenBitProductsOfOneToFourRows) {
+  alignas(16) static uint16_t buffer[64];
+  cuda::GemvParams p;
+  p.x = buffer;
+  p.w = buffer;
+  p.out = buffer;
+  p.dtype = DType::kBF16;
+  p.out_dtype = DType::kBF16;
+  p.n = 1;
+  p.m = 3;
+  p.k = 16;
+  p.x_stride = 16;
+  p.w_stride = 24;
+  p.out_stride = 3;
+  EXPECT_TRUE(cuda::GemvApplies(p));
+  for (int64_t n : {2, 3, 4}) {
+    cuda::GemvParams q = p;
+    q.n = n;
+    EXPECT_TRUE(cuda::GemvApplies(q)) << n;
+  }
+  auto with = [&](auto change) {
+    cuda::GemvParams q = p;
+    change(q);
+    return cuda::GemvApplies(q);
+  };
+  EXPECT_TRUE(with([](cuda::GemvParams& q) { q.out_dtype = DType::kF32; }));
+  EXPECT_TRUE(with([](cuda::GemvParams& q) { q.dtype = q.out_dtype = DType::kF16; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.n = 0; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.n = 5; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.dtype = q.out_dtype = DType::kF32; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.out_dtype = DType::kF16; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.k = 12; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.x_stride = 20; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.w_stride = 20; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.x = buffer + 1; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.w = buffer + 4; }));
 }
 
 TEST_P(CudaOpsTest, RopeMatchesCpuOnFusedQkvViews) {
@@ -109,7 +180,10 @@ TEST_P(CudaOpsTest, RopeMatchesCpuOnFusedQkvViews) {
   const std::vector<int32_t> positions = {0, 1, 2, 5, 17, 100, 1000, 4095, 8191};
   const int64_t n = static_cast<int64_t>(positions.size());
   for (const Case c :
-       {Case{8, 4, 8, 8, 10000.f}, Case{4, 1, 64, 64, 10000.f}, Case{4, 2, 128, 64, 500000.f}}) {
+       {Case{8, 4, 8, 8, 10000.f}, Case{4, 1, 64, 64, 10000.f}, Case{4, 2, 128, 64, 500000.f},
+        // More pairs than one thread block rotates (512): 2560 pairs in 5 blocks a row; 864
+        // (a partial rotary dimension) in 2, the second partly idle.
+        Case{32, 8, 128, 128, 500000.f}, Case{30, 6, 64, 48, 10000.f}}) {
     Prepare(FlatBatch(positions));
     const int64_t q_dim = int64_t{c.heads} * c.head_dim;
     const int64_t kv_dim = int64_t{c.kv_heads} * c.head_dim;

@@ -7,7 +7,11 @@
 namespace pagoda::kernels::cuda {
 namespace {
 
+// Split-KV partitions: at least 128 tokens, at most 32 per sequence (the reduce kernel's and
+// the partials' cost grows with their number), a power of two (no small remainder partition
+// when contexts are round). Measured on an H200 (docs/GPU.md, "Split-KV partition size").
 constexpr int32_t kMinPartition = 128;
+constexpr int32_t kMaxPartitions = 32;
 constexpr int32_t kMaxTensorCoreGroup = kPrefillTileRows;
 
 int32_t RoundUp(int64_t x, int64_t m) { return static_cast<int32_t>((x + m - 1) / m * m); }
@@ -125,9 +129,11 @@ int32_t ChooseSplitPartition(const std::vector<int32_t>& contexts, int32_t block
     longest = std::max(longest, c);
   }
   const int64_t target_items = (2 * int64_t{num_sms} + blocks_per_item - 1) / blocks_per_item;
-  const int32_t partition =
-      RoundUp(std::max<int64_t>(kMinPartition, (total + target_items - 1) / target_items), 16);
-  return partition >= longest ? 0 : partition;
+  const int64_t wanted = std::max<int64_t>({kMinPartition, (total + target_items - 1) / target_items,
+                                            (longest + kMaxPartitions - 1) / kMaxPartitions});
+  int64_t partition = kMinPartition;
+  while (partition < wanted) partition *= 2;
+  return partition >= longest ? 0 : static_cast<int32_t>(partition);
 }
 
 absl::StatusOr<AttentionPlan> BuildAttentionPlan(const BatchInput& batch,

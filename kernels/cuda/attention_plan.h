@@ -57,7 +57,8 @@ struct AttentionPlan {
 
 // The split-KV partition size (tokens, 0 = no split) for decode tokens with contexts
 // `contexts` when each item occupies `blocks_per_item` thread blocks. Splits only when the
-// unsplit items fill less than one wave of `num_sms`, aiming at two waves, never below 128.
+// unsplit items fill less than one wave of `num_sms`, aiming at two waves; the partition is a
+// power of two, at least 128 tokens and at least 1/32 of the longest context.
 int32_t ChooseSplitPartition(const std::vector<int32_t>& contexts, int32_t blocks_per_item,
                              int32_t num_sms);
 

@@ -203,6 +203,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device,
   }
   CudaOptions o = options;
   if (Env("PAGODA_CUDA_GRAPHS") == "off") o.graphs = false;
+  if (Env("PAGODA_CUDA_GEMV") == "off") o.gemv = false;
   return std::unique_ptr<CudaBackend>(
       new CudaBackend(device, o, stream, cublas, workspace, num_sms));
 }

@@ -11,6 +11,7 @@
 #include "kernels/cuda/argmax.cuh"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/gather_rows.cuh"
+#include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -103,6 +104,24 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& out) {
                       x.dtype == w.dtype && (out.dtype == x.dtype || out.dtype == DType::kF32),
                   "MatMul", absl::StrCat(Describe(x), " x ", Describe(w), "^T -> ", Describe(out)));
   if (x.rows == 0 || w.rows == 0) return;
+  if (options_.gemv) {
+    GemvParams g;
+    g.x = x.data;
+    g.w = w.data;
+    g.out = out.data;
+    g.dtype = x.dtype;
+    g.out_dtype = out.dtype;
+    g.n = x.rows;
+    g.m = w.rows;
+    g.k = x.cols;
+    g.x_stride = x.stride;
+    g.w_stride = w.stride;
+    g.out_stride = out.stride;
+    if (GemvApplies(g)) {
+      RecordLaunch(LaunchGemv(g, stream_), "MatMul (gemv)");
+      return;
+    }
+  }
   // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major out^T = w^T' x^T' where the
   // column-major views of w and x are [k, m] and [k, n]: C(m x n) = op_T(A) * B.
   const float alpha = 1.f;

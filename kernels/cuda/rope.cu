@@ -5,6 +5,7 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kPairsPerThread = 4;
 
 // YaRN's blend weight of pair i (see the CPU backend's YarnRamp).
 __device__ __forceinline__ float YarnRamp(float low, float high, int pair) {
@@ -13,7 +14,8 @@ __device__ __forceinline__ float YarnRamp(float low, float high, int pair) {
   return 1.f - (1.f < clamped_low ? 1.f : clamped_low);
 }
 
-// One block per token row. The angles are pos * theta_scale^i built by i successive fp32
+// Blocks of (token row, group of kThreads * kPairsPerThread rotated pairs); each block builds
+// the row's cos/sin table in shared memory. The angles are pos * theta_scale^i built by i successive fp32
 // multiplications and combined with explicitly rounded operations (no fused multiply-add),
 // the same sequence of roundings the CPU backend performs, so both agree to the last bit
 // before cos/sin even at large positions.
@@ -41,18 +43,31 @@ __global__ void __launch_bounds__(kThreads) RopeKernel(const RopeLaunchParams p)
   const int step = p.neox ? 1 : 2;
   const int offset = p.neox ? half : 1;
   const int pairs = (p.num_heads + p.num_kv_heads) * half;
-  for (int idx = threadIdx.x; idx < pairs; idx += kThreads) {
+  // This block's pairs: kPairsPerThread per thread, all loaded before any is stored (a loop
+  // of load-then-store would wait for each load in turn).
+  T* a[kPairsPerThread];
+  float x0[kPairsPerThread], x1[kPairsPerThread];
+#pragma unroll
+  for (int j = 0; j < kPairsPerThread; ++j) {
+    const int idx = (blockIdx.y * kPairsPerThread + j) * kThreads + threadIdx.x;
+    a[j] = nullptr;
+    if (idx >= pairs) continue;
     const int head = idx / half;
     const int i = idx % half;
     T* v = head < p.num_heads ? q + static_cast<int64_t>(head) * p.head_dim
                               : k + static_cast<int64_t>(head - p.num_heads) * p.head_dim;
-    T* a = v + i * step;
+    a[j] = v + i * step;
+    x0[j] = ToF32(a[j][0]);
+    x1[j] = ToF32(a[j][offset]);
+  }
+#pragma unroll
+  for (int j = 0; j < kPairsPerThread; ++j) {
+    if (a[j] == nullptr) continue;
+    const int i = ((blockIdx.y * kPairsPerThread + j) * kThreads + threadIdx.x) % half;
     const float c = cos_sin[2 * i];
     const float s = cos_sin[2 * i + 1];
-    const float x0 = ToF32(a[0]);
-    const float x1 = ToF32(a[offset]);
-    a[0] = FromF32<T>(x0 * c - x1 * s);
-    a[offset] = FromF32<T>(x0 * s + x1 * c);
+    a[j][0] = FromF32<T>(x0[j] * c - x1[j] * s);
+    a[j][offset] = FromF32<T>(x0[j] * s + x1[j] * c);
   }
 }
 
@@ -63,7 +78,10 @@ cudaError_t LaunchRope(const RopeLaunchParams& p, cudaStream_t stream) {
   const size_t smem = sizeof(float) * static_cast<size_t>(p.rope_dim);
   const bool ok = DispatchDType(p.dtype, [&](auto tag) {
     using T = decltype(tag);
-    RopeKernel<T><<<static_cast<unsigned>(p.rows), kThreads, smem, stream>>>(p);
+    const int pairs = (p.num_heads + p.num_kv_heads) * (p.rope_dim / 2);
+    const int groups = (pairs + kThreads * kPairsPerThread - 1) / (kThreads * kPairsPerThread);
+    RopeKernel<T><<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(groups)), kThreads,
+                    smem, stream>>>(p);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
