@@ -14,16 +14,39 @@ __device__ __forceinline__ float YarnRamp(float low, float high, int pair) {
   return 1.f - (1.f < clamped_low ? 1.f : clamped_low);
 }
 
-// Blocks of (token row, group of kThreads * kPairsPerThread rotated pairs); each block builds
-// the row's cos/sin table in shared memory. The angles are pos * theta_scale^i built by i successive fp32
-// multiplications and combined with explicitly rounded operations (no fused multiply-add),
-// the same sequence of roundings the CPU backend performs, so both agree to the last bit
-// before cos/sin even at large positions.
+// Blocks of (token row, group of kThreads * kPairsPerThread rotated pairs); each block loads
+// its pairs, then builds the row's cos/sin table in shared memory. The angles are
+// pos * theta_scale^i built by i successive fp32 multiplications and combined with
+// explicitly rounded operations (no fused multiply-add), the same sequence of roundings the
+// CPU backend performs, so both agree to the last bit before cos/sin even at large positions.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) RopeKernel(const RopeLaunchParams p) {
   extern __shared__ float cos_sin[];  // [rope_dim / 2][2]
   const int64_t row = blockIdx.x;
   const int half = p.rope_dim / 2;
+  T* q = static_cast<T*>(p.q) + row * p.q_stride;
+  T* k = static_cast<T*>(p.k) + row * p.k_stride;
+  const int step = p.neox ? 1 : 2;
+  const int offset = p.neox ? half : 1;
+  const int pairs = (p.num_heads + p.num_kv_heads) * half;
+  // This block's pairs: kPairsPerThread per thread, all loaded before any is stored (a loop
+  // of load-then-store would wait for each load in turn).
+  T* a[kPairsPerThread];
+  T x0[kPairsPerThread], x1[kPairsPerThread];
+#pragma unroll
+  for (int j = 0; j < kPairsPerThread; ++j) {
+    const int idx = (blockIdx.y * kPairsPerThread + j) * kThreads + threadIdx.x;
+    a[j] = nullptr;
+    if (idx >= pairs) continue;
+    const int head = idx / half;
+    const int i = idx % half;
+    T* v = head < p.num_heads ? q + static_cast<int64_t>(head) * p.head_dim
+                              : k + static_cast<int64_t>(head - p.num_heads) * p.head_dim;
+    a[j] = v + i * step;
+    x0[j] = a[j][0];
+    x1[j] = a[j][offset];
+  }
+  // The cos/sin table while the loads are in flight.
   for (int i = threadIdx.x; i < half; i += kThreads) {
     float theta = static_cast<float>(p.positions[row]);
     for (int j = 0; j < i; ++j) theta = __fmul_rn(theta, p.theta_scale);
@@ -38,36 +61,16 @@ __global__ void __launch_bounds__(kThreads) RopeKernel(const RopeLaunchParams p)
     cos_sin[2 * i + 1] = __fmul_rn(sinf(angle), p.mscale);
   }
   __syncthreads();
-  T* q = static_cast<T*>(p.q) + row * p.q_stride;
-  T* k = static_cast<T*>(p.k) + row * p.k_stride;
-  const int step = p.neox ? 1 : 2;
-  const int offset = p.neox ? half : 1;
-  const int pairs = (p.num_heads + p.num_kv_heads) * half;
-  // This block's pairs: kPairsPerThread per thread, all loaded before any is stored (a loop
-  // of load-then-store would wait for each load in turn).
-  T* a[kPairsPerThread];
-  float x0[kPairsPerThread], x1[kPairsPerThread];
-#pragma unroll
-  for (int j = 0; j < kPairsPerThread; ++j) {
-    const int idx = (blockIdx.y * kPairsPerThread + j) * kThreads + threadIdx.x;
-    a[j] = nullptr;
-    if (idx >= pairs) continue;
-    const int head = idx / half;
-    const int i = idx % half;
-    T* v = head < p.num_heads ? q + static_cast<int64_t>(head) * p.head_dim
-                              : k + static_cast<int64_t>(head - p.num_heads) * p.head_dim;
-    a[j] = v + i * step;
-    x0[j] = ToF32(a[j][0]);
-    x1[j] = ToF32(a[j][offset]);
-  }
 #pragma unroll
   for (int j = 0; j < kPairsPerThread; ++j) {
     if (a[j] == nullptr) continue;
     const int i = ((blockIdx.y * kPairsPerThread + j) * kThreads + threadIdx.x) % half;
     const float c = cos_sin[2 * i];
     const float s = cos_sin[2 * i + 1];
-    a[j][0] = FromF32<T>(x0[j] * c - x1[j] * s);
-    a[j][offset] = FromF32<T>(x0[j] * s + x1[j] * c);
+    const float v0 = ToF32(x0[j]);
+    const float v1 = ToF32(x1[j]);
+    a[j][0] = FromF32<T>(v0 * c - v1 * s);
+    a[j][offset] = FromF32<T>(v0 * s + v1 * c);
   }
 }
 
