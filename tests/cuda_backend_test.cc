@@ -114,12 +114,12 @@ TEST_P(CudaOpsTest, MatMulMatchesCpu) {
     ExpectAllClose(Read(*b_.cuda, out32.cuda), Read(*b_.cpu, out32.cpu),
                    dtype() == DType::kF32 ? 1e-4 : 1e-3, "MatMul to f32");
   }
-  // Aligned rows: 1 to 4 of them take the matrix-vector kernel in 16-bit types (GemvApplies),
-  // 5 cuBLAS again; k not a multiple of the kernel's unrolled stride, m not of 8; m from 2058
-  // on reads a row with 4, 2 and 1 warps (the grids' last blocks partly idle).
-  for (const Shape s : {Shape{1, 2048, 48}, Shape{2, 64, 300}, Shape{3, 1096, 33},
-                        Shape{4, 4104, 64}, Shape{5, 64, 48}, Shape{1, 64, 2058},
-                        Shape{2, 136, 4102}, Shape{4, 64, 8203}}) {
+  // Aligned rows: 1 or 2 of them take the matrix-vector kernel in 16-bit types (GemvApplies),
+  // 3 and more cuBLAS again; k not a multiple of the kernel's unrolled stride, m not of 8 (the
+  // grid's last block partly idle).
+  for (const Shape s :
+       {Shape{1, 2048, 48}, Shape{2, 64, 300}, Shape{3, 1096, 33}, Shape{4, 4104, 64},
+        Shape{5, 64, 48}, Shape{1, 64, 2058}, Shape{2, 136, 4102}, Shape{4, 64, 8203}}) {
     TwinTensor x = MakeTwin(b_, RandomValues(s.n * s.k, rng_), s.n, s.k, 2);
     TwinTensor w = MakeTwin(b_, RandomValues(s.m * s.k, rng_), s.m, s.k);
     TwinTensor out = MakeOutput(b_, dtype(), s.n, s.m, 2);
@@ -136,7 +136,7 @@ TEST_P(CudaOpsTest, MatMulMatchesCpu) {
 }
 
 // Which products the matrix-vector kernel takes (host logic: runs without a device).
-TEST(CudaGemvTest, AppliesToAlignedSixteenBitProductsOfOneToFourRows) {
+TEST(CudaGemvTest, AppliesToAlignedSixteenBitProductsOfOneOrTwoRows) {
   alignas(16) static uint16_t buffer[64];
   cuda::GemvParams p;
   p.x = buffer;
@@ -151,11 +151,9 @@ TEST(CudaGemvTest, AppliesToAlignedSixteenBitProductsOfOneToFourRows) {
   p.w_stride = 24;
   p.out_stride = 3;
   EXPECT_TRUE(cuda::GemvApplies(p));
-  for (int64_t n : {2, 3, 4}) {
-    cuda::GemvParams q = p;
-    q.n = n;
-    EXPECT_TRUE(cuda::GemvApplies(q)) << n;
-  }
+  cuda::GemvParams two = p;
+  two.n = 2;
+  EXPECT_TRUE(cuda::GemvApplies(two));
   auto with = [&](auto change) {
     cuda::GemvParams q = p;
     change(q);
@@ -164,7 +162,7 @@ TEST(CudaGemvTest, AppliesToAlignedSixteenBitProductsOfOneToFourRows) {
   EXPECT_TRUE(with([](cuda::GemvParams& q) { q.out_dtype = DType::kF32; }));
   EXPECT_TRUE(with([](cuda::GemvParams& q) { q.dtype = q.out_dtype = DType::kF16; }));
   EXPECT_FALSE(with([](cuda::GemvParams& q) { q.n = 0; }));
-  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.n = 5; }));
+  EXPECT_FALSE(with([](cuda::GemvParams& q) { q.n = 3; }));
   EXPECT_FALSE(with([](cuda::GemvParams& q) { q.dtype = q.out_dtype = DType::kF32; }));
   EXPECT_FALSE(with([](cuda::GemvParams& q) { q.out_dtype = DType::kF16; }));
   EXPECT_FALSE(with([](cuda::GemvParams& q) { q.k = 12; }));

@@ -129,8 +129,9 @@ int32_t ChooseSplitPartition(const std::vector<int32_t>& contexts, int32_t block
     longest = std::max(longest, c);
   }
   const int64_t target_items = (2 * int64_t{num_sms} + blocks_per_item - 1) / blocks_per_item;
-  const int64_t wanted = std::max<int64_t>({kMinPartition, (total + target_items - 1) / target_items,
-                                            (longest + kMaxPartitions - 1) / kMaxPartitions});
+  const int64_t wanted =
+      std::max<int64_t>({kMinPartition, (total + target_items - 1) / target_items,
+                         (longest + kMaxPartitions - 1) / kMaxPartitions});
   int64_t partition = kMinPartition;
   while (partition < wanted) partition *= 2;
   return partition >= longest ? 0 : static_cast<int32_t>(partition);

@@ -24,7 +24,7 @@ struct CudaOptions {
   // PAGODA_CUDA_GRAPHS=off in the environment turns them off in every backend whatever
   // this says (so whole test binaries run both ways).
   bool graphs = true;
-  // Products of 1 to 4 rows (decode steps of a few sequences) with pagoda's own 16-bit
+  // Products of 1 or 2 rows (decode steps of one or two sequences) with pagoda's own 16-bit
   // matrix-vector kernel (kernels/cuda/gemv.cuh) instead of cuBLAS. PAGODA_CUDA_GEMV=off in
   // the environment turns it off in every backend (to measure or rule it out).
   bool gemv = true;

@@ -4,7 +4,7 @@
 namespace pagoda::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // warps a block: kWarps / slices rows of w (output columns)
+constexpr int kWarps = 8;   // output columns (rows of w) a block computes, one a warp
 constexpr int kUnroll = 4;  // 16-byte weight loads a lane has in flight
 
 // Sum of the products of the 8 elements in `a` and `b`.
@@ -18,86 +18,54 @@ __device__ __forceinline__ float Dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// A row of w is read by `slices` warps of one block (1, 2, 4 or 8; a matrix of few rows
-// still gives every multiprocessor several warps), slice s taking the 16-byte pieces
-// lane + 32 (s + slices i). Each lane keeps kUnroll weight loads in flight, multiplies them
-// with the same pieces of every x row; the warps' sums meet in shared memory.
+// One warp a row of w: each lane reads 16-byte pieces 32 apart (kUnroll at once), multiplies
+// them with the same pieces of every x row, and the warp sums its lanes.
 template <typename T, typename OutT, int kN>
-__global__ void __launch_bounds__(kWarps * 32) GemvKernel(const GemvParams p, int slices) {
-  __shared__ float partial[kWarps][kN];
+__global__ void __launch_bounds__(kWarps * 32) GemvKernel(const GemvParams p) {
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int slice = warp % slices;
-  const int64_t row = int64_t{blockIdx.x} * (kWarps / slices) + warp / slices;
-  const bool active = row < p.m;
+  const int64_t row = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
+  if (row >= p.m) return;
+  const auto* w = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + row * p.w_stride);
+  const uint4* x[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    x[n] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + n * p.x_stride);
+  }
+  const int64_t pieces = p.k / 8;
   float acc[kN];
 #pragma unroll
   for (int n = 0; n < kN; ++n) acc[n] = 0.f;
-  if (active) {
-    const auto* w = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + row * p.w_stride);
-    const uint4* x[kN];
+  int64_t c = lane;
+  for (; c + 32 * (kUnroll - 1) < pieces; c += 32 * kUnroll) {
+    uint4 wv[kUnroll];
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      x[n] = reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + n * p.x_stride);
+    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(w + c + 32 * u);  // read once: streamed
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int n = 0; n < kN; ++n) acc[n] += Dot8<T>(wv[u], __ldg(x[n] + c + 32 * u));
     }
-    const int64_t pieces = p.k / 8;
-    const int64_t stride = 32 * int64_t{slices};
-    int64_t c = lane + 32 * int64_t{slice};
-    for (; c + stride * (kUnroll - 1) < pieces; c += stride * kUnroll) {
-      uint4 wv[kUnroll];
+  }
+  for (; c < pieces; c += 32) {
+    const uint4 wv = __ldcs(w + c);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = __ldcs(w + c + stride * u);  // read once
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-        for (int n = 0; n < kN; ++n) acc[n] += Dot8<T>(wv[u], __ldg(x[n] + c + stride * u));
-      }
-    }
-    for (; c < pieces; c += stride) {
-      const uint4 wv = __ldcs(w + c);
-#pragma unroll
-      for (int n = 0; n < kN; ++n) acc[n] += Dot8<T>(wv, __ldg(x[n] + c));
-    }
+    for (int n = 0; n < kN; ++n) acc[n] += Dot8<T>(wv, __ldg(x[n] + c));
   }
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
     const float s = WarpSum(acc[n]);
-    if (lane == 0) partial[warp][n] = s;
+    if (lane == 0) static_cast<OutT*>(p.out)[n * p.out_stride + row] = FromF32<OutT>(s);
   }
-  __syncthreads();
-  if (!active || slice != 0 || lane >= kN) return;
-  float s = 0.f;
-  for (int i = 0; i < slices; ++i) s += partial[warp + i][lane];
-  static_cast<OutT*>(p.out)[lane * p.out_stride + row] = FromF32<OutT>(s);
-}
-
-// Warps a row: enough that the grid has about kTargetWarps warps (a few per multiprocessor
-// slot), at most all of a block's.
-int SlicesFor(int64_t m) {
-  constexpr int64_t kTargetWarps = 8192;
-  int slices = 1;
-  while (slices < kWarps && m * slices < kTargetWarps) slices *= 2;
-  return slices;
 }
 
 template <typename T, typename OutT>
 void Launch(const GemvParams& p, cudaStream_t stream) {
-  const int slices = SlicesFor(p.m);
-  const int64_t rows_per_block = kWarps / slices;
-  const unsigned blocks = static_cast<unsigned>((p.m + rows_per_block - 1) / rows_per_block);
-  switch (p.n) {
-    case 1:
-      GemvKernel<T, OutT, 1><<<blocks, kWarps * 32, 0, stream>>>(p, slices);
-      break;
-    case 2:
-      GemvKernel<T, OutT, 2><<<blocks, kWarps * 32, 0, stream>>>(p, slices);
-      break;
-    case 3:
-      GemvKernel<T, OutT, 3><<<blocks, kWarps * 32, 0, stream>>>(p, slices);
-      break;
-    default:
-      GemvKernel<T, OutT, 4><<<blocks, kWarps * 32, 0, stream>>>(p, slices);
-      break;
+  const unsigned blocks = static_cast<unsigned>((p.m + kWarps - 1) / kWarps);
+  static_assert(kMaxGemvRows == 2, "one instantiation a row count");
+  if (p.n == 1) {
+    GemvKernel<T, OutT, 1><<<blocks, kWarps * 32, 0, stream>>>(p);
+  } else {
+    GemvKernel<T, OutT, 2><<<blocks, kWarps * 32, 0, stream>>>(p);
   }
 }
 

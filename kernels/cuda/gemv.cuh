@@ -1,7 +1,8 @@
-// Matrix-vector products for decode steps of a few sequences: out[n, m] = x[n, k] . w[m, k]
-// for n <= kMaxGemvRows, 16-bit x and w, fp32 accumulation. A decode step of one to four
-// sequences is weight-bandwidth bound; cuBLAS picks tiles of 8+ rows for it (and a split-K
-// reduction for long k), this reads each weight row once with 16-byte loads.
+// Matrix-vector products for decode steps of one or two sequences: out[n, m] = x[n, k] . w[m, k]
+// for n <= kMaxGemvRows, 16-bit x and w, fp32 accumulation, each weight row read once with
+// 16-byte loads by one warp. On an H200 (1B model, bf16) it beats cuBLAS at one row and ties
+// at two; at three and four rows cuBLAS's tiles win (each lane here reloads every x row per
+// weight piece), so those stay with cuBLAS (docs/GPU.md, "Decode kernels").
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,7 +13,7 @@
 
 namespace pagoda::kernels::cuda {
 
-constexpr int64_t kMaxGemvRows = 4;
+constexpr int64_t kMaxGemvRows = 2;
 
 struct GemvParams {
   const void* x = nullptr;  // [n, x_stride] of dtype
