@@ -96,42 +96,33 @@ TEST_P(CudaOpsTest, RmsNormMatchesCpu) {
 }
 
 TEST_P(CudaOpsTest, MatMulMatchesCpu) {
-  struct Shape {
+  struct Case {
     int64_t n, k, m;
+    bool aligned;  // x rows 16-byte aligned (else views at a column offset: cuBLAS)
   };
-  for (const Shape s : {Shape{1, 64, 48}, Shape{7, 64, 48}, Shape{33, 512, 300}}) {
-    TwinTensor x = MakeTwin(b_, RandomValues(s.n * s.k, rng_), s.n, s.k, 3, 1);
-    TwinTensor w = MakeTwin(b_, RandomValues(s.m * s.k, rng_), s.m, s.k);
-    TwinTensor out = MakeOutput(b_, dtype(), s.n, s.m, 2, 1);
-    b_.cpu->MatMul(x.cpu, w.cpu, out.cpu);
-    b_.cuda->MatMul(x.cuda, w.cuda, out.cuda);
-    Compare(out, absl::StrCat("MatMul ", s.n, "x", s.k, "x", s.m));
-    // fp32 output of 16-bit inputs (e.g. logits).
-    TwinTensor out32 = MakeOutput(b_, DType::kF32, s.n, s.m);
-    b_.cpu->MatMul(x.cpu, w.cpu, out32.cpu);
-    b_.cuda->MatMul(x.cuda, w.cuda, out32.cuda);
-    ASSERT_TRUE(b_.cuda->Synchronize().ok());
-    ExpectAllClose(Read(*b_.cuda, out32.cuda), Read(*b_.cpu, out32.cpu),
-                   dtype() == DType::kF32 ? 1e-4 : 1e-3, "MatMul to f32");
-  }
   // Aligned rows: 1 or 2 of them take the matrix-vector kernel in 16-bit types (GemvApplies),
   // 3 and more cuBLAS again; k not a multiple of the kernel's unrolled stride, m not of 8 (the
   // grid's last block partly idle).
-  for (const Shape s :
-       {Shape{1, 2048, 48}, Shape{2, 64, 300}, Shape{3, 1096, 33}, Shape{4, 4104, 64},
-        Shape{5, 64, 48}, Shape{1, 64, 2058}, Shape{2, 136, 4102}, Shape{4, 64, 8203}}) {
-    TwinTensor x = MakeTwin(b_, RandomValues(s.n * s.k, rng_), s.n, s.k, 2);
-    TwinTensor w = MakeTwin(b_, RandomValues(s.m * s.k, rng_), s.m, s.k);
-    TwinTensor out = MakeOutput(b_, dtype(), s.n, s.m, 2);
+  for (const Case c : {Case{1, 64, 48, false}, Case{7, 64, 48, false}, Case{33, 512, 300, false},
+                       Case{1, 2048, 48, true}, Case{2, 64, 300, true}, Case{3, 1096, 33, true},
+                       Case{4, 4104, 64, true}, Case{5, 64, 48, true}, Case{1, 64, 2058, true},
+                       Case{2, 136, 4102, true}, Case{4, 64, 8203, true}}) {
+    const int offset = c.aligned ? 0 : 1;
+    TwinTensor x = MakeTwin(b_, RandomValues(c.n * c.k, rng_), c.n, c.k, c.aligned ? 2 : 3, offset);
+    TwinTensor w = MakeTwin(b_, RandomValues(c.m * c.k, rng_), c.m, c.k);
+    TwinTensor out = MakeOutput(b_, dtype(), c.n, c.m, 2, offset);
+    const std::string what =
+        absl::StrCat("MatMul ", c.aligned ? "aligned " : "", c.n, "x", c.k, "x", c.m);
     b_.cpu->MatMul(x.cpu, w.cpu, out.cpu);
     b_.cuda->MatMul(x.cuda, w.cuda, out.cuda);
-    Compare(out, absl::StrCat("MatMul aligned ", s.n, "x", s.k, "x", s.m));
-    TwinTensor out32 = MakeOutput(b_, DType::kF32, s.n, s.m);
+    Compare(out, what);
+    // fp32 output of 16-bit inputs (e.g. logits).
+    TwinTensor out32 = MakeOutput(b_, DType::kF32, c.n, c.m);
     b_.cpu->MatMul(x.cpu, w.cpu, out32.cpu);
     b_.cuda->MatMul(x.cuda, w.cuda, out32.cuda);
     ASSERT_TRUE(b_.cuda->Synchronize().ok());
     ExpectAllClose(Read(*b_.cuda, out32.cuda), Read(*b_.cpu, out32.cpu),
-                   dtype() == DType::kF32 ? 1e-4 : 1e-3, "MatMul aligned to f32");
+                   dtype() == DType::kF32 ? 1e-4 : 1e-3, what + " to f32");
   }
 }
 
