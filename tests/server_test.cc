@@ -257,20 +257,30 @@ TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
 }
 
+// The engine is held at the end of its first step, so the request is accepted (its first
+// message arrives) and still running when the deadline passes, whatever the machine's load.
+// (A 30 ms deadline used to expire, on a loaded CI machine, before the call reached the
+// server: then nothing was aborted.)
 TEST_F(ServerTest, ExpiredDeadlineAbortsAndFrees) {
-  StartServer();
+  gate_.Set(false);
+  StartServer({.step_observer = &gate_});
   v1::GenerateRequest r = Greedy("Once upon a time", 1900);
   r.set_ignore_eos(true);
   const Streamed s = Generate(r, [](grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(30));
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
   });
+  gate_.Set(true);
   EXPECT_EQ(s.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(s.request_id.empty());  // accepted before the deadline
+  EXPECT_EQ(s.first_prompt_tokens, 5);
+  EXPECT_LT(s.token_ids.size(), 1900u);
   EXPECT_TRUE(WaitAllBlocksFree());
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (engine_->Stats().num_aborted < 1 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_EQ(engine_->Stats().num_aborted, 1);
+  EXPECT_EQ(engine_->Stats().num_submitted, 1);
 }
 
 // Regression (hardening): a second daemon bound the same ports (SO_REUSEPORT) and silently
