@@ -148,14 +148,19 @@ TEST(EngineParallelSamplingTest, CancellingFreesEverySample) {
   ASSERT_NE(engine, nullptr);
   Notification some;
   int delivered = 0;
+  // Paused from the engine thread: the abort lands before the next step, however late.
   auto sink = std::make_shared<engine::CollectingSink>([&](const engine::GenerationOutput& o) {
     delivered += static_cast<int>(o.token_ids.size());
-    if (delivered >= 40 && !some.HasBeenNotified()) some.Notify();
+    if (delivered >= 40 && !some.HasBeenNotified()) {
+      engine->Pause();
+      some.Notify();
+    }
   });
   auto submitted = engine->Submit(Sampled({1, 403, 407}, 5, 8, 400), sink);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   some.WaitForNotification();
   engine->Abort(submitted->handle);
+  engine->Resume();
   const CollectedOutput out = sink->Wait();
   EXPECT_EQ(out.finish_reason, engine::FinishReason::kAbort);
   ASSERT_EQ(out.samples.size(), 8u);

@@ -159,14 +159,19 @@ TEST(EnginePrefixTest, AbortedSequenceLeavesItsFullBlocksCached) {
   const std::vector<int32_t> prompt = StoryPrompts(*engine)[3];
   Notification some_tokens;
   int delivered = 0;
+  // Paused from the engine thread: the abort lands before the next step, however late.
   auto sink = std::make_shared<engine::CollectingSink>([&](const engine::GenerationOutput& o) {
     delivered += static_cast<int>(o.token_ids.size());
-    if (delivered >= 20 && !some_tokens.HasBeenNotified()) some_tokens.Notify();
+    if (delivered >= 20 && !some_tokens.HasBeenNotified()) {
+      engine->Pause();
+      some_tokens.Notify();
+    }
   });
   auto submitted = engine->Submit(GreedyRequest(prompt, 400), sink);
   ASSERT_TRUE(submitted.ok());
   some_tokens.WaitForNotification();
   engine->Abort(submitted->handle);
+  engine->Resume();
   const CollectedOutput aborted = sink->Wait();
   ASSERT_EQ(aborted.finish_reason, engine::FinishReason::kAbort);
   EXPECT_TRUE(testing::WaitForIdle(*engine));

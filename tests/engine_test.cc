@@ -236,19 +236,27 @@ TEST(EngineTest, AbortWaitingAndRunningFreesBlocks) {
   auto engine = testing::StoriesEngine({.max_seqs = 1});
   ASSERT_NE(engine, nullptr);
   Notification first_token;
+  // Paused from the engine thread at a's first token: both aborts land before the next
+  // step, so b is still waiting and a still running, however late this thread is.
   auto running = std::make_shared<engine::CollectingSink>([&](const engine::GenerationOutput& o) {
-    if (!o.token_ids.empty() && !first_token.HasBeenNotified()) first_token.Notify();
+    if (!o.token_ids.empty() && !first_token.HasBeenNotified()) {
+      engine->Pause();
+      first_token.Notify();
+    }
   });
   auto waiting = std::make_shared<engine::CollectingSink>();
+  engine->Pause();  // a and b enter the same step: a runs, b waits (max_seqs = 1)
   auto a = engine->Submit(GreedyRequest({1, 403}, 1500), running);
   auto b = engine->Submit(GreedyRequest({1, 407}, 1500), waiting);
   ASSERT_TRUE(a.ok() && b.ok());
+  engine->Resume();
   first_token.WaitForNotification();
-  engine->Abort(b->handle);  // still waiting: max_seqs = 1
+  engine->Abort(b->handle);
+  engine->Abort(a->handle);
+  engine->Resume();
   const CollectedOutput wb = waiting->Wait();
   EXPECT_EQ(wb.finish_reason, FinishReason::kAbort);
   EXPECT_TRUE(wb.token_ids.empty());
-  engine->Abort(a->handle);
   const CollectedOutput wa = running->Wait();
   EXPECT_EQ(wa.finish_reason, FinishReason::kAbort);
   EXPECT_LT(wa.token_ids.size(), 1500u);

@@ -88,6 +88,7 @@ engine::GenerationRequest GreedyRequest(std::vector<int32_t> prompt, int32_t max
 std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
                                             std::vector<engine::GenerationRequest> requests) {
   std::vector<std::shared_ptr<engine::CollectingSink>> sinks;
+  engine.Pause();
   for (auto& r : requests) {
     sinks.push_back(std::make_shared<engine::CollectingSink>());
     auto submitted = engine.Submit(std::move(r), sinks.back());
@@ -96,6 +97,7 @@ std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
       sinks.back()->OnOutput(
           {.finish_reason = engine::FinishReason::kError, .error = submitted.status()});
   }
+  engine.Resume();
   std::vector<engine::CollectedOutput> outputs;
   for (auto& s : sinks) outputs.push_back(s->Wait());
   return outputs;

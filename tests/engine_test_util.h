@@ -43,8 +43,9 @@ std::unique_ptr<engine::Engine> QwenVocabEngine(const std::string& chat_template
 engine::GenerationRequest GreedyRequest(std::vector<int32_t> prompt, int32_t max_tokens,
                                         bool ignore_eos = true);
 
-// Submits every request at once, waits for all, returns their outputs in order. Fails the
-// test on a submission error.
+// Submits every request at once (the engine paused meanwhile, so all of them enter its next
+// step whatever the threads' timing), waits for all, returns their outputs in order. Fails
+// the test on a submission error. Resumes the engine.
 std::vector<engine::CollectedOutput> RunAll(engine::Engine& engine,
                                             std::vector<engine::GenerationRequest> requests);
 // RunAll for one request.

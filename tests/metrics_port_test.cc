@@ -88,19 +88,26 @@ TEST(MetricsPortTest, IdlePeersDoNotHoldUpHealthOrMetricsOnEitherPort) {
   engine->Stop();
 }
 
-// The probe route set needs no engine: health follows `serving`, /metrics is the renderer's
-// text, every other route is 404 (405 for the probes' paths with another method), and a
-// peer that sends no complete request is closed after the idle timeout.
-TEST(MetricsPortTest, ProbeRoutesOnlyAndIdlePeersAreClosed) {
-  std::atomic<bool> serving{true};
-  auto server = server::http::HttpServer::Start(
+// A probe-routes server; `serving` must outlive it.
+absl::StatusOr<std::unique_ptr<server::http::HttpServer>> StartProbes(
+    const std::atomic<bool>& serving, absl::Duration idle_timeout) {
+  return server::http::HttpServer::Start(
       {.host = "127.0.0.1",
        .port = 0,
        .num_threads = 1,
-       .session = {.routes = server::http::RouteSet::kProbes,
-                   .idle_timeout = absl::Milliseconds(200)}},
+       .session = {.routes = server::http::RouteSet::kProbes, .idle_timeout = idle_timeout}},
       {.render_metrics = [] { return std::string("pagoda:test_metric 7\n"); },
        .serving = [&serving] { return serving.load(); }});
+}
+
+// The probe route set needs no engine: health follows `serving`, /metrics is the renderer's
+// text, every other route is 404 (405 for the probes' paths with another method), and a
+// peer that sends no complete request is closed after the idle timeout. The routes are
+// checked on a server with the default idle timeout, so a stalled test thread cannot have a
+// request closed under it; the idle peers on one that closes them after 1 s.
+TEST(MetricsPortTest, ProbeRoutesOnlyAndIdlePeersAreClosed) {
+  std::atomic<bool> serving{true};
+  auto server = StartProbes(serving, server::http::SessionOptions{}.idle_timeout);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
 
@@ -129,8 +136,10 @@ TEST(MetricsPortTest, ProbeRoutesOnlyAndIdlePeersAreClosed) {
 
   // Idle, and half a request header: both closed by the server (each receive gives up after
   // 5 s, so a peer left open fails the test).
-  const int idle = ConnectLoopback(port);
-  const int partial = ConnectLoopback(port);
+  auto closing = StartProbes(serving, absl::Seconds(1));
+  ASSERT_TRUE(closing.ok()) << closing.status();
+  const int idle = ConnectLoopback((*closing)->port());
+  const int partial = ConnectLoopback((*closing)->port());
   ASSERT_GE(idle, 0);
   ASSERT_GE(partial, 0);
   ASSERT_TRUE(testing::SendAll(partial, "GET /health HTTP/1.1\r\nHost: x\r\n"));

@@ -23,6 +23,7 @@
 #include "server/server.h"
 #include "tests/daemon_process.h"
 #include "tests/engine_test_util.h"
+#include "tests/step_gate.h"
 #include "tests/test_util.h"
 
 namespace pagoda {
@@ -139,10 +140,12 @@ class ServerAuthTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    gate_.Set(true);  // a test that failed with the gate closed must not hang here
     server_.reset();
     if (engine_) engine_->Stop();
   }
 
+  testing::StepGate gate_;  // outlives the engine, which may call it until stopped
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<server::Server> server_;
 };
@@ -315,8 +318,12 @@ TEST_F(ServerAuthTest, ConcurrentRequestsCannotOverdrawTheBucket) {
   EXPECT_TRUE(Generate(*Client("key-b"), Greedy("Once upon a time", 16)).status.ok());
 }
 
+// The engine is held after the running request's first step until the refusal, so that
+// request is still running and the other still queued, however slow the machine. While held,
+// the engine counts the running request as waiting too: 2 waiting less 1 free run slot is 1.
 TEST_F(ServerAuthTest, EngineQueueLimitGetsTheDefaultRetryInfo) {
-  StartServer({}, {.max_seqs = 1, .max_queued_requests = 1});
+  gate_.Set(false);
+  StartServer({}, {.max_seqs = 1, .max_queued_requests = 1, .step_observer = &gate_});
   std::unique_ptr<client::GenerationClient> c = Client("");
   std::atomic<bool> running_started{false};
   Streamed running, queued;
@@ -328,14 +335,10 @@ TEST_F(ServerAuthTest, EngineQueueLimitGetsTheDefaultRetryInfo) {
     });
   });
   while (!running_started) absl::SleepFor(absl::Milliseconds(1));
-  // The first token reaches the client before the engine refreshes its counters after that
-  // step; until then admission still counts the running request as waiting.
-  while (engine_->Stats().num_running != 1 || engine_->Stats().num_waiting != 0) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
   std::thread w([&] { queued = Generate(*c, Greedy("The dog", 4)); });
-  while (engine_->Stats().num_waiting < 1) absl::SleepFor(absl::Milliseconds(1));
+  while (engine_->Stats().num_submitted < 2) absl::SleepFor(absl::Milliseconds(1));
   const Streamed rejected = Generate(*c, Greedy("Lily", 4));
+  gate_.Set(true);
   EXPECT_EQ(rejected.status.error_code(), grpc::RESOURCE_EXHAUSTED)
       << rejected.status.error_message();
   EXPECT_EQ(RetryDelay(rejected.status), absl::Seconds(1));
@@ -362,10 +365,13 @@ TEST_F(ServerAuthTest, ReloadThatTheEngineRejectsKeepsTheOldTenants) {
   EXPECT_TRUE(Client("key-b")->GetModelInfo(&info).ok());
 }
 
-// a's queue limit refuses a's third request, never b's, before any engine work.
+// a's queue limit refuses a's third request, never b's, before any engine work. The engine
+// is held after the running request's first step until the refusal (see
+// EngineQueueLimitGetsTheDefaultRetryInfo): a has 2 waiting less 1 free run slot, its limit.
 TEST_F(ServerAuthTest, OverTenantQueueIsResourceExhaustedWithRetryInfo) {
+  gate_.Set(false);
   StartWithTenants(TenantsJson({{"a", "key-a", R"("max_queued_requests": 1)"}, {"b", "key-b", ""}}),
-                   {.max_seqs = 1});
+                   {.max_seqs = 1, .step_observer = &gate_});
   std::unique_ptr<client::GenerationClient> a = Client("key-a");
   std::unique_ptr<client::GenerationClient> b = Client("key-b");
   std::atomic<bool> running_started{false};
@@ -379,9 +385,10 @@ TEST_F(ServerAuthTest, OverTenantQueueIsResourceExhaustedWithRetryInfo) {
   });
   while (!running_started) absl::SleepFor(absl::Milliseconds(1));
   std::thread w([&] { queued = Generate(*a, Greedy("The dog", 4)); });
-  while (engine_->Stats().num_waiting < 1) absl::SleepFor(absl::Milliseconds(1));
+  while (engine_->Stats().num_submitted < 2) absl::SleepFor(absl::Milliseconds(1));
   const int64_t submitted = engine_->Stats().num_submitted;
   const Streamed rejected = Generate(*a, Greedy("Lily", 4));
+  gate_.Set(true);
   EXPECT_EQ(rejected.status.error_code(), grpc::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(absl::StrContains(rejected.status.error_message(), "max_queued_requests (1)"))
       << rejected.status.error_message();

@@ -86,6 +86,7 @@ class ServerTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    gate_.Set(true);  // a test that failed with the gate closed must not hang here
     server_.reset();
     if (engine_) engine_->Stop();
     if (log_) {  // nothing logs any more
@@ -231,8 +232,11 @@ TEST_F(ServerTest, SixtyFourConcurrentStreamsThenEveryBlockIsFree) {
   EXPECT_EQ(Metric("pagoda:num_requests_running"), 0);
 }
 
+// The engine is held after its first step until the call has ended, so the cancel always
+// reaches a running request, however slow the machine.
 TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
-  StartServer();
+  gate_.Set(false);
+  StartServer({.step_observer = &gate_});
   grpc::ClientContext* ctx = nullptr;
   int chunks = 0;
   v1::GenerateRequest r = Greedy("Once upon a time", 1900);
@@ -242,6 +246,7 @@ TEST_F(ServerTest, CancelMidStreamFreesBlocksAndCounts) {
       [&](const v1::GenerateResponse& resp) {
         if (!resp.token_ids().empty() && ++chunks == 1) ctx->TryCancel();
       });
+  gate_.Set(true);
   EXPECT_EQ(s.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(s.token_ids.size(), 1900u);
   EXPECT_TRUE(WaitAllBlocksFree());
@@ -267,7 +272,7 @@ TEST_F(ServerTest, ExpiredDeadlineAbortsAndFrees) {
   v1::GenerateRequest r = Greedy("Once upon a time", 1900);
   r.set_ignore_eos(true);
   const Streamed s = Generate(r, [](grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   });
   gate_.Set(true);
   EXPECT_EQ(s.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
@@ -430,8 +435,13 @@ TEST_F(ServerTest, AnonymousTenantIsLabeledAndEachRequestLogsOneEscapedAccessLin
       1);
 }
 
+// The engine is held after the running request's first step until the refusal, so that
+// request is still running and the two others still queued, however slow the machine. While
+// held, the engine still counts the running request as waiting (its stats are refreshed at
+// the step's end): 3 waiting less 1 free run slot is 2, the queue limit.
 TEST_F(ServerTest, QueueOverflowIsResourceExhaustedWithoutTouchingRunningStreams) {
-  StartServer({.max_seqs = 1, .max_queued_requests = 2});
+  gate_.Set(false);
+  StartServer({.max_seqs = 1, .max_queued_requests = 2, .step_observer = &gate_});
   std::atomic<bool> running_started{false};
   Streamed running;
   std::thread t([&] {
@@ -447,10 +457,13 @@ TEST_F(ServerTest, QueueOverflowIsResourceExhaustedWithoutTouchingRunningStreams
   for (int i = 0; i < 2; ++i) {
     waiters.emplace_back([&, i] { queued[i] = Generate(Greedy("The dog", 4)); });
   }
-  while (engine_->Stats().num_waiting < 2) absl::SleepFor(absl::Milliseconds(1));
+  while (engine_->Stats().num_submitted < 3) absl::SleepFor(absl::Milliseconds(1));
   const Streamed rejected = Generate(Greedy("Lily", 4));
+  gate_.Set(true);
   EXPECT_EQ(rejected.status.error_code(), grpc::RESOURCE_EXHAUSTED)
       << rejected.status.error_message();
+  EXPECT_EQ(rejected.status.error_message(),
+            "queue full: 2 requests waiting beyond 1 free run slots (max_queued_requests = 2)");
   t.join();
   for (auto& w : waiters) w.join();
   ASSERT_TRUE(running.status.ok());
