@@ -1,6 +1,7 @@
 // The engine with tenants (stories260K): tenant table validation, per-tenant queue limits
 // and shedding checked before any engine work, KV caps and floors bounding a request,
 // per-tenant stats, and fair-share admission order against FCFS.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,7 +89,9 @@ TEST(EngineTenantTest, SetTenantsRejectsABadTableNamingTheEntry) {
 }
 
 // a may run 1 and queue 1: its third request is turned away before tokenization and does
-// no engine work (num_submitted stays); b is unaffected.
+// no engine work (num_submitted stays); b is unaffected. a's first request holds the engine
+// from its sink at its first token, so it is still running (it would end at the context
+// length) when the others arrive, however slow this thread is.
 TEST(EngineTenantTest, TenantQueueLimitNamesTheLimitAndSparesOthers) {
   auto engine = testing::StoriesEngine({.max_seqs = 1});
   ASSERT_NE(engine, nullptr);
@@ -98,8 +101,14 @@ TEST(EngineTenantTest, TenantQueueLimitNamesTheLimitAndSparesOthers) {
   ASSERT_TRUE(engine->SetTenants({a, Tenant("b")}).ok());
   std::vector<std::shared_ptr<CollectingSink>> sinks;
   std::vector<engine::RequestHandle> handles;
+  std::atomic<int64_t> paused_at_step{-1};
   auto submit = [&](const std::string& tenant) {
-    sinks.push_back(std::make_shared<CollectingSink>());
+    sinks.push_back(std::make_shared<CollectingSink>([&](const engine::GenerationOutput& o) {
+      if (!o.token_ids.empty() && paused_at_step.load() < 0) {  // a's first: one runs at a time
+        engine->Pause();  // this step finishes and publishes its stats, then nothing runs
+        paused_at_step = engine->Stats().num_steps;
+      }
+    }));
     auto r = engine->Submit(Long(tenant), sinks.back());
     if (r.ok()) {
       handles.push_back(r->handle);
@@ -108,7 +117,12 @@ TEST(EngineTenantTest, TenantQueueLimitNamesTheLimitAndSparesOthers) {
     }
     return r.status();
   };
-  ASSERT_TRUE(submit("a").ok());  // runs (or is about to)
+  ASSERT_TRUE(submit("a").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while ((paused_at_step.load() < 0 || engine->Stats().num_steps <= paused_at_step.load()) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   ASSERT_TRUE(submit("a").ok());  // queued
   EXPECT_EQ(engine->Stats().num_submitted, 2);
   const absl::Status rejected = submit("a");
@@ -117,13 +131,8 @@ TEST(EngineTenantTest, TenantQueueLimitNamesTheLimitAndSparesOthers) {
   EXPECT_EQ(engine->Stats().num_submitted, 2);
   EXPECT_TRUE(submit("b").ok());
   EXPECT_EQ(engine->Stats().num_submitted, 3);
-  // Per-tenant stats once a runs: the tenants' blocks add up to the blocks in use.
-  engine::EngineStats stats;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  do {
-    stats = engine->Stats();
-  } while ((FindStats(stats, "a") == nullptr || FindStats(stats, "a")->num_running != 1) &&
-           absl::Now() < deadline);
+  // Per-tenant stats while a runs: the tenants' blocks add up to the blocks in use.
+  const engine::EngineStats stats = engine->Stats();
   const engine::TenantStats* sa = FindStats(stats, "a");
   const engine::TenantStats* sb = FindStats(stats, "b");
   ASSERT_NE(sa, nullptr);
@@ -134,6 +143,7 @@ TEST(EngineTenantTest, TenantQueueLimitNamesTheLimitAndSparesOthers) {
   EXPECT_EQ(sa->num_blocks_held + sb->num_blocks_held, stats.num_blocks - stats.num_free_blocks);
   EXPECT_GT(sa->num_blocks_held, 0);
   for (auto h : handles) engine->Abort(h);
+  engine->Resume();
   for (auto& s : sinks) EXPECT_EQ(s->Wait().finish_reason, FinishReason::kAbort);
   EXPECT_TRUE(testing::WaitForIdle(*engine));
 }
@@ -146,7 +156,8 @@ TEST(EngineTenantTest, SheddableRequestsAreShedWhileTheQueueIsLong) {
   ASSERT_TRUE(engine->SetTenants({s}).ok());
   std::vector<std::shared_ptr<CollectingSink>> sinks;
   std::vector<engine::RequestHandle> handles;
-  for (int i = 0; i < 2; ++i) {  // one runs, one waits (max_seqs 1)
+  engine->Pause();  // both wait until the aborts, however slow this thread is
+  for (int i = 0; i < 2; ++i) {
     sinks.push_back(std::make_shared<CollectingSink>());
     auto r = engine->Submit(Long(""), sinks.back());
     ASSERT_TRUE(r.ok()) << r.status();
@@ -159,6 +170,7 @@ TEST(EngineTenantTest, SheddableRequestsAreShedWhileTheQueueIsLong) {
       << shed.status();
   EXPECT_EQ(engine->Stats().num_submitted, 2);
   for (auto h : handles) engine->Abort(h);
+  engine->Resume();
   for (auto& sink : sinks) EXPECT_EQ(sink->Wait().finish_reason, FinishReason::kAbort);
   EXPECT_TRUE(testing::WaitForIdle(*engine));
   // With the queue empty the sheddable tenant is served.
@@ -231,8 +243,15 @@ std::vector<std::string> FinishOrder(engine::PolicyKind policy, bool clear_table
   Mutex mu;
   std::vector<std::string> order;
   std::vector<std::shared_ptr<CollectingSink>> sinks;
+  Notification z_runs;
   auto submit = [&](const std::string& name, GenerationRequest r) {
     sinks.push_back(std::make_shared<CollectingSink>([&, name](const engine::GenerationOutput& o) {
+      // z holds the engine at its first token: the others all queue behind it, however slow
+      // this thread is, and z ends by the abort, not at the context length.
+      if (name == "z" && !o.token_ids.empty() && !z_runs.HasBeenNotified()) {
+        engine->Pause();
+        z_runs.Notify();
+      }
       MutexLock lock(&mu);
       if (o.finished()) order.push_back(name);
     }));
@@ -241,10 +260,12 @@ std::vector<std::string> FinishOrder(engine::PolicyKind policy, bool clear_table
     return s.ok() ? s->handle : 0;
   };
   const engine::RequestHandle blocker = submit("z", Long("z"));
+  z_runs.WaitForNotification();
   for (const char* name : {"a1", "a2", "a3", "b1"}) {
     submit(name, For(std::string(1, name[0]), GreedyRequest({1, 403, 407}, 4)));
   }
   engine->Abort(blocker);
+  engine->Resume();
   for (auto& s : sinks) s->Wait();
   MutexLock lock(&mu);
   return order;
