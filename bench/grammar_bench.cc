@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
@@ -106,6 +107,45 @@ void StepStream(Stream* s, const TokenBitmask& mask, const std::vector<std::stri
   s->matcher.Compact();
 }
 
+// What the matcher's limits cost on this vocabulary: the first mask of grammars made to
+// spend expansion steps (thousands of heads that every token's first byte must step), until
+// MatcherLimits::max_steps_per_mask stops them; steps per millisecond, and so the worst one
+// mask (and one request in one engine step) can take.
+void Budgets(const TokenMasker& masker) {
+  struct Case {
+    const char* name;
+    std::string gbnf;
+  };
+  std::vector<Case> cases;
+  for (const int n : {100, 1000, 2000}) {
+    std::string text = "root ::= ";
+    for (int i = 0; i < n; ++i) {
+      text += (i ? " | " : "") + std::string("x") + std::to_string(i) + " [a-z]*";
+    }
+    for (int i = 0; i < n; ++i) text += "\nx" + std::to_string(i) + " ::= [ -~]";
+    cases.push_back({n == 100    ? "100 alternatives"
+                     : n == 1000 ? "1000 alternatives"
+                                 : "2000 alternatives",
+                     text});
+  }
+  for (const Case& c : cases) {
+    auto g = pagoda::grammar::CompileGbnf(c.gbnf);
+    if (!g.ok()) {
+      std::printf("budget %s: %s\n", c.name, std::string(g.status().message()).c_str());
+      continue;
+    }
+    const Matcher m(*g);
+    pagoda::grammar::MaskCache cache(8, 1024);
+    TokenBitmask mask;
+    const auto t = Clock::now();
+    const absl::Status s = masker.FillMask(m, &mask, &cache);
+    const double ms = Ms(Clock::now() - t);
+    std::printf("budget %-18s first mask: %9lld steps %8.1f ms  %7.0f steps/ms  %s\n", c.name,
+                static_cast<long long>(cache.steps()), ms, cache.steps() / std::max(ms, 1e-3),
+                s.ok() ? "ok" : std::string(s.message()).substr(0, 60).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +197,7 @@ int main(int argc, char** argv) {
 
   const auto grammar = *pagoda::grammar::CompileJsonSchema(kNested);
   TokenBitmask mask;
+  int64_t max_mask_steps = 0;
   for (const bool cached : {false, true}) {
     pagoda::grammar::MaskCache cache;
     std::vector<double> one;
@@ -165,9 +206,11 @@ int main(int argc, char** argv) {
       while (!s.done && s.steps < free_steps + 2000) {
         const auto t = Clock::now();
         if (cached) {
-          masker.FillMask(&s.matcher, &mask, &cache);
+          const int64_t before = cache.steps();
+          (void)masker.FillMask(s.matcher, &mask, &cache);
+          max_mask_steps = std::max(max_mask_steps, cache.steps() - before);
         } else {
-          masker.FillMask(&s.matcher, &mask);
+          (void)masker.FillMask(&s.matcher, &mask);
         }
         one.push_back(Ms(Clock::now() - t));
         StepStream(&s, mask, bytes, eos, free_steps);
@@ -181,6 +224,10 @@ int main(int argc, char** argv) {
         cached ? "mask cache" : "no cache", one.size(), sum / one.size(), Percentile(one, 0.5),
         Percentile(one, 0.9), Percentile(one, 0.99), Percentile(one, 1.0));
   }
+
+  std::printf("nested schema: at most %lld expansion steps in one cached mask\n",
+              static_cast<long long>(max_mask_steps));
+  Budgets(masker);
 
   // N streams in lockstep (a finished stream restarts), one cache shared (same grammar).
   // Each stream has its own cache sized as the engine's (Engine::Core::MaskLogits).
@@ -197,7 +244,7 @@ int main(int argc, char** argv) {
       Stream& s = batch[i];
       if (s.done) s = Stream{Matcher(grammar), std::mt19937_64(1000 + step)};
       const auto t = Clock::now();
-      masker.FillMask(&s.matcher, &mask, &caches[i]);
+      (void)masker.FillMask(s.matcher, &mask, &caches[i]);
       ms += Ms(Clock::now() - t);
       StepStream(&s, mask, bytes, eos, free_steps);
     }

@@ -4,11 +4,17 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 
 namespace pagoda::chat {
+
+// The functions a request offered, by name: a call naming any other stays content, as a
+// malformed one does (null where a parser takes one: any name is a call).
+using OfferedTools = absl::flat_hash_set<std::string>;
 
 enum class ToolCallFormat {
   // No tool-call syntax: the whole output is content.

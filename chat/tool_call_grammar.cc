@@ -1,5 +1,6 @@
 #include "chat/tool_call_grammar.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,11 @@ int32_t Import(const Grammar& g, GrammarBuilder* b) {
   return ids[g.root()];
 }
 
+absl::Status OverLimit(size_t max) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tools: the grammar of the calls to these tools is over ", max, " elements in all"));
+}
+
 // The rule of one call of `tool`: the JSON object with its name and arguments.
 absl::StatusOr<int32_t> CallRule(ToolCallFormat format, size_t index, const ToolDefinition& tool,
                                  const grammar::SchemaLimits& limits, GrammarBuilder* b) {
@@ -41,11 +47,18 @@ absl::StatusOr<int32_t> CallRule(ToolCallFormat format, size_t index, const Tool
     return absl::InvalidArgumentError(
         absl::StrCat(where(), "parameters: the type must be \"object\""));
   }
-  auto compiled = grammar::CompileJsonSchema(schema.dump(), limits);
+  // Each tool's schema gets what the tools before it left of the joined grammar's budget.
+  grammar::SchemaLimits left = limits;
+  left.max_elements = b->max_size() - std::min(b->size(), b->max_size());
+  auto compiled = grammar::CompileJsonSchema(schema.dump(), left);
   if (!compiled.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(where(), compiled.status().message()));
+    // Whatever the cause, say what the tools before it took of the budget they share.
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), compiled.status().message(), " (the calls' grammar had ", b->size(),
+                     " of the ", limits.max_elements, " elements it may have before this tool)"));
   }
   const int32_t arguments = Import(**compiled, b);
+  if (b->over_limit()) return OverLimit(b->max_size());
   const char* key = format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
   std::vector<Symbol> sequence;
   b->AppendLiteral(
@@ -91,7 +104,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> BuildToolCallGrammar(
   if (format == ToolCallFormat::kNone) {
     return absl::InvalidArgumentError("tool calls: the chat template has no tool-call format");
   }
-  GrammarBuilder b;
+  // One budget for all the tools together: each one's schema may not take it all again.
+  GrammarBuilder b(options.limits.max_elements);
   const int32_t any_call = b.NewRule("any_tool_call");
   bool found = false;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -108,6 +122,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> BuildToolCallGrammar(
             : absl::StrCat("tool_choice: no tool named '", options.function, "'"));
   }
   const int32_t root = Frame(format, any_call, options.parallel, &b);
+  if (b.over_limit()) return OverLimit(b.max_size());
   auto built = std::move(b).Build(root);
   if (!built.ok()) return built.status();
   return std::make_shared<const Grammar>(*std::move(built));

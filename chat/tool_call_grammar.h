@@ -22,7 +22,8 @@ struct ToolGrammarOptions {
   std::string function;
   // More than one call (parallel_tool_calls). Llama 3.1's format has room for one only.
   bool parallel = true;
-  // Per tool's parameter schema.
+  // Per tool's parameter schema; max_elements bounds the joined grammar of all the tools
+  // (each schema compiles within what the ones before it left).
   grammar::SchemaLimits limits;
 };
 

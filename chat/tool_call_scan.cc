@@ -61,12 +61,13 @@ std::string Compact(const Json& value) {
 // A call object: a non-empty string "name" and an object under `primary`, else under
 // `secondary` (neither present: no arguments, "{}").
 std::optional<ScannedCall> CallFromObject(const Json& obj, std::string_view primary,
-                                          std::string_view secondary) {
+                                          std::string_view secondary, const OfferedTools* offered) {
   if (!obj.is_object()) return std::nullopt;
   const auto name = obj.find("name");
   if (name == obj.end() || !name->is_string() || name->get<std::string>().empty()) {
     return std::nullopt;
   }
+  if (offered != nullptr && !offered->contains(name->get<std::string>())) return std::nullopt;
   ScannedCall call{name->get<std::string>(), "{}"};
   for (const std::string_view key : {primary, secondary}) {
     const auto args = obj.find(std::string(key));
@@ -79,10 +80,10 @@ std::optional<ScannedCall> CallFromObject(const Json& obj, std::string_view prim
 }
 
 std::optional<ScannedCall> CallFromText(std::string_view text, std::string_view primary,
-                                        std::string_view secondary) {
+                                        std::string_view secondary, const OfferedTools* offered) {
   const std::optional<Json> obj = ParseJson(Trim(text));
   if (!obj) return std::nullopt;
-  return CallFromObject(*obj, primary, secondary);
+  return CallFromObject(*obj, primary, secondary, offered);
 }
 
 // Appends a run of text outside calls: its whitespace next to a call is not content.
@@ -181,7 +182,8 @@ size_t HermesSettled(std::string_view text) {
   return BackOverSpace(text, end);
 }
 
-ScannedRegion ScanHermes(std::string_view region, bool after_call, bool at_end) {
+ScannedRegion ScanHermes(std::string_view region, bool after_call, bool at_end,
+                         const OfferedTools* offered) {
   ScannedRegion out;
   out.after_call = after_call;
   size_t segment = 0, pos = 0;
@@ -191,8 +193,8 @@ ScannedRegion ScanHermes(std::string_view region, bool after_call, bool at_end) 
     const HermesBlock block = FindHermesBlock(region, open, at_end);
     if (!block.resolved) break;  // SettledLength never hands over one before the end
     const size_t body = open + kHermesOpen.size();
-    if (auto call =
-            CallFromText(region.substr(body, block.body_end - body), "arguments", "parameters")) {
+    if (auto call = CallFromText(region.substr(body, block.body_end - body), "arguments",
+                                 "parameters", offered)) {
       AppendContent(region.substr(segment, open - segment), /*before_call=*/true, &out);
       out.calls.push_back(*std::move(call));
       out.after_call = true;
@@ -214,12 +216,13 @@ size_t LlamaSettled(std::string_view text, bool at_start) {
   return may_be_call ? 0 : text.size();
 }
 
-ScannedRegion ScanLlama(std::string_view region, bool at_start, bool at_end) {
+ScannedRegion ScanLlama(std::string_view region, bool at_start, bool at_end,
+                        const OfferedTools* offered) {
   ScannedRegion out;
   if (at_start && at_end) {
     std::string_view t = Trim(region);
     if (t.substr(0, kPythonTag.size()) == kPythonTag) t = t.substr(kPythonTag.size());
-    if (auto call = CallFromText(t, "parameters", "arguments")) {
+    if (auto call = CallFromText(t, "parameters", "arguments", offered)) {
       out.calls.push_back(*std::move(call));
       out.after_call = true;
       return out;
@@ -230,7 +233,8 @@ ScannedRegion ScanLlama(std::string_view region, bool at_start, bool at_end) {
 }
 
 // `name[ARGS]{...}` calls separated by further markers (Mistral's v11 tokenizer form).
-std::optional<std::vector<ScannedCall>> MistralNamedCalls(std::string_view rest) {
+std::optional<std::vector<ScannedCall>> MistralNamedCalls(std::string_view rest,
+                                                          const OfferedTools* offered) {
   std::vector<ScannedCall> calls;
   while (true) {
     const size_t next = rest.find(kMistralMarker);
@@ -240,20 +244,22 @@ std::optional<std::vector<ScannedCall>> MistralNamedCalls(std::string_view rest)
     const std::string_view name = Trim(part.substr(0, args));
     const std::optional<Json> obj = ParseJson(Trim(part.substr(args + kMistralArgs.size())));
     if (name.empty() || !obj || !obj->is_object()) return std::nullopt;
+    if (offered != nullptr && !offered->contains(std::string(name))) return std::nullopt;
     calls.push_back(ScannedCall{std::string(name), Compact(*obj)});
     if (next == std::string_view::npos) return calls;
     rest = rest.substr(next + kMistralMarker.size());
   }
 }
 
-std::optional<std::vector<ScannedCall>> MistralCalls(std::string_view rest) {
+std::optional<std::vector<ScannedCall>> MistralCalls(std::string_view rest,
+                                                     const OfferedTools* offered) {
   const std::string_view t = Trim(rest);
-  if (t.empty() || t.front() != '[') return MistralNamedCalls(rest);
+  if (t.empty() || t.front() != '[') return MistralNamedCalls(rest, offered);
   const std::optional<Json> array = ParseJson(t);
   if (!array || !array->is_array() || array->empty()) return std::nullopt;
   std::vector<ScannedCall> calls;
   for (const Json& item : *array) {
-    auto call = CallFromObject(item, "arguments", "parameters");
+    auto call = CallFromObject(item, "arguments", "parameters", offered);
     if (!call) return std::nullopt;
     calls.push_back(*std::move(call));
   }
@@ -267,12 +273,12 @@ size_t MistralSettled(std::string_view text) {
   return BackOverSpace(text, end);
 }
 
-ScannedRegion ScanMistral(std::string_view region, bool at_end) {
+ScannedRegion ScanMistral(std::string_view region, bool at_end, const OfferedTools* offered) {
   ScannedRegion out;
   const size_t marker = region.find(kMistralMarker);
   // The calls run to the end of the output: SettledLength holds the marker until then.
   if (marker != std::string_view::npos && at_end) {
-    if (auto calls = MistralCalls(region.substr(marker + kMistralMarker.size()))) {
+    if (auto calls = MistralCalls(region.substr(marker + kMistralMarker.size()), offered)) {
       AppendContent(region.substr(0, marker), /*before_call=*/true, &out);
       out.calls = *std::move(calls);
       out.after_call = true;
@@ -300,14 +306,14 @@ size_t SettledLength(ToolCallFormat format, std::string_view text, bool at_start
 }
 
 ScannedRegion ScanRegion(ToolCallFormat format, std::string_view region, bool at_start,
-                         bool after_call, bool at_end) {
+                         bool after_call, bool at_end, const OfferedTools* offered) {
   switch (format) {
     case ToolCallFormat::kHermes:
-      return ScanHermes(region, after_call, at_end);
+      return ScanHermes(region, after_call, at_end, offered);
     case ToolCallFormat::kLlama3Json:
-      return ScanLlama(region, at_start, at_end);
+      return ScanLlama(region, at_start, at_end, offered);
     case ToolCallFormat::kMistral:
-      return ScanMistral(region, at_end);
+      return ScanMistral(region, at_end, offered);
     case ToolCallFormat::kNone:
       break;
   }

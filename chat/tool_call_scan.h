@@ -36,8 +36,9 @@ struct ScannedRegion {
 size_t SettledLength(ToolCallFormat format, std::string_view text, bool at_start);
 
 // Scans `region` (a prefix of the unscanned text no longer than SettledLength, or all of it
-// when `at_end`). `after_call`: the previous region's after_call.
+// when `at_end`). `after_call`: the previous region's after_call. A call to a function
+// not in `offered` (when not null) stays content.
 ScannedRegion ScanRegion(ToolCallFormat format, std::string_view region, bool at_start,
-                         bool after_call, bool at_end);
+                         bool after_call, bool at_end, const OfferedTools* offered);
 
 }  // namespace pagoda::chat::internal

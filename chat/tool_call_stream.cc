@@ -6,8 +6,9 @@
 
 namespace pagoda::chat {
 
-ToolCallStreamParser::ToolCallStreamParser(ToolCallFormat format, ToolCallIdSource ids)
-    : format_(format), ids_(std::move(ids)) {}
+ToolCallStreamParser::ToolCallStreamParser(ToolCallFormat format, ToolCallIdSource ids,
+                                           std::shared_ptr<const OfferedTools> offered)
+    : format_(format), ids_(std::move(ids)), offered_(std::move(offered)) {}
 
 ToolCallStreamDelta ToolCallStreamParser::Feed(std::string_view piece) {
   pending_.append(piece);
@@ -21,8 +22,9 @@ ToolCallStreamDelta ToolCallStreamParser::Finish() {
 ToolCallStreamDelta ToolCallStreamParser::Scan(size_t length, bool at_end) {
   ToolCallStreamDelta delta;
   if (length == 0 && !at_end) return delta;
-  internal::ScannedRegion region = internal::ScanRegion(
-      format_, std::string_view(pending_).substr(0, length), at_start_, after_call_, at_end);
+  internal::ScannedRegion region =
+      internal::ScanRegion(format_, std::string_view(pending_).substr(0, length), at_start_,
+                           after_call_, at_end, offered_.get());
   pending_.erase(0, length);
   at_start_ = false;
   after_call_ = region.after_call;

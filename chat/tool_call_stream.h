@@ -7,6 +7,7 @@
 // arguments appended) gives exactly ParseToolCalls' result for the whole output.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,9 @@ struct ToolCallStreamDelta {
 
 class ToolCallStreamParser {
  public:
-  ToolCallStreamParser(ToolCallFormat format, ToolCallIdSource ids);
+  // `offered` (may be null: any name; else kept alive by the parser): as ParseToolCalls'.
+  ToolCallStreamParser(ToolCallFormat format, ToolCallIdSource ids,
+                       std::shared_ptr<const OfferedTools> offered = nullptr);
 
   // Takes the next piece of the output (any split, even inside a UTF-8 character).
   ToolCallStreamDelta Feed(std::string_view piece);
@@ -45,6 +48,7 @@ class ToolCallStreamParser {
 
   ToolCallFormat format_;
   ToolCallIdSource ids_;
+  std::shared_ptr<const OfferedTools> offered_;
   std::string pending_;  // the output not yet scanned (what is held back)
   bool at_start_ = true;
   bool after_call_ = false;

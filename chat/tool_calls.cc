@@ -7,9 +7,9 @@
 namespace pagoda::chat {
 
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
-                               const ToolCallIdSource& ids) {
-  internal::ScannedRegion scanned = internal::ScanRegion(format, text, /*at_start=*/true,
-                                                         /*after_call=*/false, /*at_end=*/true);
+                               const ToolCallIdSource& ids, const OfferedTools* offered) {
+  internal::ScannedRegion scanned = internal::ScanRegion(
+      format, text, /*at_start=*/true, /*after_call=*/false, /*at_end=*/true, offered);
   ParsedToolCalls out;
   out.content = std::move(scanned.content);
   for (internal::ScannedCall& call : scanned.calls) {

@@ -26,8 +26,10 @@ struct ParsedToolCalls {
   std::vector<ToolCall> tool_calls;
 };
 
-// Splits a whole output. Ids are drawn from `ids` in call order.
+// Splits a whole output. Ids are drawn from `ids` in call order. With `offered`, a call to
+// a function not in it stays content (tool_choice "auto" never reports a call to a tool the
+// request did not offer).
 ParsedToolCalls ParseToolCalls(ToolCallFormat format, std::string_view text,
-                               const ToolCallIdSource& ids);
+                               const ToolCallIdSource& ids, const OfferedTools* offered = nullptr);
 
 }  // namespace pagoda::chat

@@ -1,5 +1,10 @@
 #include "chat/tool_definitions.h"
 
+#include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
@@ -10,24 +15,51 @@ absl::Status Bad(size_t index, absl::string_view field, absl::string_view what) 
   return absl::InvalidArgumentError(absl::StrCat("tools[", index, "]", field, ": ", what));
 }
 
-// `j` with object keys in the order ToolsTemplateJson documents, at every depth.
+// `j` with object keys in the order ToolsTemplateJson documents, at every depth. Linear in
+// the members: they are appended to the ordered object's vector directly, since `j`'s keys
+// are unique already (its operator[] would search the members on every insert: quadratic).
+// Iterative: a schema may nest deeper than a stack allows.
 nlohmann::ordered_json Canonical(const nlohmann::json& j) {
-  if (j.is_array()) {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const nlohmann::json& e : j) out.push_back(Canonical(e));
-    return out;
-  }
-  if (!j.is_object()) return nlohmann::ordered_json(j);
   static constexpr const char* kFirst[] = {"type",       "description", "enum",
                                            "properties", "items",       "required"};
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const char* key : kFirst) {
-    if (const auto it = j.find(key); it != j.end()) out[key] = Canonical(*it);
+  using Members = nlohmann::ordered_json::object_t::Container;
+  nlohmann::ordered_json root;
+  // Values still to copy, each with where its copy goes (filled in place: an element of
+  // an array or object reserved before, so no reallocation moves it).
+  std::vector<std::pair<const nlohmann::json*, nlohmann::ordered_json*>> todo = {{&j, &root}};
+  while (!todo.empty()) {
+    const auto [from, to] = todo.back();
+    todo.pop_back();
+    if (from->is_array()) {
+      *to = nlohmann::ordered_json::array();
+      auto& items = to->get_ref<nlohmann::ordered_json::array_t&>();
+      items.resize(from->size());
+      for (size_t i = 0; i < from->size(); ++i) todo.emplace_back(&(*from)[i], &items[i]);
+    } else if (from->is_object()) {
+      *to = nlohmann::ordered_json::object();
+      Members& members = to->get_ref<nlohmann::ordered_json::object_t&>();
+      members.reserve(from->size());
+      std::vector<const nlohmann::json*> sources;
+      for (const char* key : kFirst) {
+        if (const auto it = from->find(key); it != from->end()) {
+          members.emplace_back(key, nullptr);
+          sources.push_back(&*it);
+        }
+      }
+      for (const auto& [key, value] : from->items()) {
+        if (std::find_if(std::begin(kFirst), std::end(kFirst),
+                         [&](const char* first) { return key == first; }) != std::end(kFirst)) {
+          continue;
+        }
+        members.emplace_back(key, nullptr);
+        sources.push_back(&value);
+      }
+      for (size_t i = 0; i < members.size(); ++i) todo.emplace_back(sources[i], &members[i].second);
+    } else {
+      *to = nlohmann::ordered_json(*from);
+    }
   }
-  for (const auto& [key, value] : j.items()) {
-    if (!out.contains(key)) out[key] = Canonical(value);
-  }
-  return out;
+  return root;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "engine/chat_prompt.h"
 #include "engine/engine_core.h"
+#include "engine/grammar_state.h"
 #include "engine/request_validation.h"
 #include "engine/sampler.h"
 #include "model/gguf.h"
@@ -210,6 +211,14 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
                                    .n = request.n}));
     request.admit = nullptr;
   }
+  if (request.sampling.grammar != nullptr) {
+    // Its start and first mask here, never on the engine thread: the worst a grammar can
+    // do is cost its own request the limits' worth of this thread's time.
+    absl::StatusOr<GrammarState> started =
+        StartGrammar(core_->masker(), request.sampling.grammar, config_.grammar_limits);
+    if (!started.ok()) return started.status();
+    p.grammar = std::make_unique<GrammarState>(*std::move(started));
+  }
   request.prompt.clear();
   request.prompt_token_ids.clear();
   request.messages.clear();
@@ -231,6 +240,7 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
     p.seed = rng();
   }
   ++intake_by_tenant_[request.tenant];
+  if (p.grammar != nullptr) intake_grammar_steps_[request.tenant] += p.grammar->steps();
   ++stats_.num_submitted;
   p.request = std::move(request);
   p.arrival = absl::Now();
@@ -329,6 +339,10 @@ absl::StatusOr<std::vector<int32_t>> Engine::Tokenize(std::string_view text,
 }
 
 absl::StatusOr<std::string> Engine::Detokenize(const std::vector<int32_t>& ids) const {
+  if (ids.size() > kMaxDetokenizeIds) {
+    return Invalid("token_ids",
+                   absl::StrCat(ids.size(), " ids; at most ", kMaxDetokenizeIds, " are accepted"));
+  }
   const model::Tokenizer& tok = core_->tokenizer();
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= tok.vocab_size()) {
@@ -348,6 +362,11 @@ EngineStats Engine::StatsLocked() const {
   EngineStats s = stats_;
   s.num_waiting += static_cast<int32_t>(intake_.size());
   for (const auto& [name, count] : intake_by_tenant_) TenantEntry(&s, name).num_waiting += count;
+  for (TenantStats& t : s.tenants) {  // the tenants listed (configured or active) only
+    if (const auto it = intake_grammar_steps_.find(t.name); it != intake_grammar_steps_.end()) {
+      t.grammar_steps += it->second;
+    }
+  }
   return s;
 }
 
@@ -388,10 +407,17 @@ void Engine::Loop() {
       seq->seed = p.seed;
       seq->arrival_time = p.arrival;
       seq->detokenizer = std::make_unique<model::IncrementalDetokenizer>(&core_->tokenizer());
+      if (p.grammar != nullptr) seq->grammar = std::move(*p.grammar);
       core_->Add(std::move(seq));
     }
     for (RequestHandle h : aborts) core_->Abort(h);
-    core_->Step();
+    try {
+      core_->Step();
+    } catch (const std::exception& e) {
+      // A step that throws outside any one request's sampling (which ends only that
+      // request) fails what is in flight; the engine thread goes on serving.
+      core_->FailAll(absl::InternalError(absl::StrCat("engine step failed: ", e.what())));
+    }
     MutexLock lock(&mu_);
     has_work_ = core_->has_work();
     core_->FillStats(&stats_);

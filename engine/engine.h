@@ -25,6 +25,7 @@
 #include "engine/prefill_pacer.h"
 #include "engine/request.h"
 #include "engine/tenant.h"
+#include "grammar/matcher.h"
 
 namespace pagoda::gguf {
 class GgufFile;
@@ -104,6 +105,9 @@ struct EngineConfig {
   // template's source (chat::DetectToolCallFormat), or Hermes for a template that never
   // reads `tools` (it is then told the syntax in a system message, engine/chat_prompt.h).
   std::optional<chat::ToolCallFormat> tool_call_format;
+  // What one constrained request's grammar may cost (grammar/matcher.h): its start and
+  // first mask at intake, on the submitting thread; each later mask on the engine thread.
+  grammar::MatcherLimits grammar_limits;
   StepObserver* step_observer = nullptr;
   // Tests only: a deliberate bug (engine/injected_fault.h) the differential tester must catch.
   InjectedFault injected_fault =
@@ -117,6 +121,9 @@ struct TenantStats {
   int32_t num_waiting = 0;      // includes the intake not yet seen by a step
   int32_t num_blocks_held = 0;  // KV blocks its running sequences hold
   int64_t served_tokens = 0;    // prompt + output tokens computed for it, ever
+  // Grammar expansion steps its constrained requests cost, ever: at intake (their start
+  // and first mask) and on the engine thread (their later masks).
+  int64_t grammar_steps = 0;
 };
 
 // A snapshot of the engine's state, for metrics and health.
@@ -165,6 +172,7 @@ struct ModelInfo {
 };
 
 class ChatPrompt;
+struct GrammarState;
 
 class Engine final : public EngineClient {
  public:
@@ -179,10 +187,12 @@ class Engine final : public EngineClient {
   // Stops the thread; requests still in flight get an Unavailable error output.
   void Stop();
 
-  // Validates and queues a request; `sink` receives its outputs on the engine thread.
-  // InvalidArgument names the offending field; ResourceExhausted names the limit hit (the
-  // global queue, the tenant's max_queued_requests, shedding of a sheddable tenant, or KV
-  // cache it can never get), checked before tokenizing; Unavailable once stopped.
+  // Validates and queues a request; `sink` receives its outputs on the engine thread. A
+  // grammar (sampling.grammar) is started here, on the caller's thread, within
+  // EngineConfig::grammar_limits. InvalidArgument names the offending field or limit;
+  // ResourceExhausted names the limit hit (the global queue, the tenant's max_queued_requests,
+  // shedding of a sheddable tenant, or KV cache it can never get), checked before tokenizing;
+  // Unavailable once stopped.
   absl::StatusOr<SubmitResult> Submit(GenerationRequest request,
                                       std::shared_ptr<OutputSink> sink) override;
   // Replaces the tenant table (weights, classes, limits, KV caps and floors); applies from
@@ -206,8 +216,10 @@ class Engine final : public EngineClient {
   absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, std::optional<bool> add_bos,
                                                 bool parse_special) const;
   // The text of `ids` (a leading SentencePiece space stripped); InvalidArgument names an id
-  // outside the vocabulary ("token_ids: ...").
+  // outside the vocabulary or more than kMaxDetokenizeIds ids ("token_ids: ...").
   absl::StatusOr<std::string> Detokenize(const std::vector<int32_t>& ids) const;
+  // The most ids Detokenize takes (as many as an HTTP body's JSON may hold values).
+  static constexpr size_t kMaxDetokenizeIds = size_t{1} << 20;
   // The prompt text the chat template makes of `messages` (without the BOS tokenization
   // adds). FailedPrecondition when the model has no usable template; InvalidArgument
   // ("messages: ...") for an empty list, invalid UTF-8, more than max_prompt_bytes or a
@@ -226,6 +238,8 @@ class Engine final : public EngineClient {
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }
+  // The prompt limit in effect (EngineConfig::max_prompt_bytes, or what it defaults to).
+  int64_t max_prompt_bytes() const { return max_prompt_bytes_; }
   std::string backend_name() const;
 
  private:
@@ -238,6 +252,7 @@ class Engine final : public EngineClient {
     uint64_t seed;
     absl::Time arrival;
     std::shared_ptr<OutputSink> sink;
+    std::unique_ptr<GrammarState> grammar;  // started at intake; null without a grammar
   };
 
   explicit Engine(EngineConfig config);
@@ -285,6 +300,8 @@ class Engine final : public EngineClient {
   bool tenants_changed_ ABSL_GUARDED_BY(mu_) = false;  // not yet applied by the engine thread
   // intake_ per tenant name (cleared when the engine thread takes the intake).
   absl::flat_hash_map<std::string, int32_t> intake_by_tenant_ ABSL_GUARDED_BY(mu_);
+  // Grammar steps spent at intake (Submit), per tenant name, ever.
+  absl::flat_hash_map<std::string, int64_t> intake_grammar_steps_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pagoda::engine

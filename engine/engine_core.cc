@@ -173,6 +173,16 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
   core->pacer_ = std::make_unique<PrefillPacer>(config.kv_cache ? config.max_decode_slowdown : 0,
                                                 config.max_batched_tokens);
   core->processor_ = std::make_unique<OutputProcessor>(core->tokenizer_.get(), mc.context_length);
+  {
+    // The vocabulary's trie for grammar masks, built once here rather than on the engine
+    // thread at a first constrained request.
+    std::vector<std::string> bytes(core->tokenizer_->vocab_size());
+    for (int32_t id = 0; id < core->tokenizer_->vocab_size(); ++id) {
+      bytes[id] = core->tokenizer_->TokenBytes(id);
+    }
+    core->masker_ =
+        std::make_unique<const grammar::TokenMasker>(bytes, core->tokenizer_->eog_ids());
+  }
   return core;
 }
 
@@ -325,8 +335,42 @@ void Engine::Core::ProcessOutputs(const SchedulerOutput& out, std::vector<float>
     ++row;
     // The prompt is computed once: the other samples fork from it now.
     if (seq->pending_forks > 0) Fork(seq, row_logits, now, timing);
-    SampleAndDeliver(seq, row_logits, now, timing);
+    SampleOrFail(seq, row_logits, now, timing);
   }
+  absl::flat_hash_map<RequestHandle, absl::Status> failed;
+  failed.swap(failed_requests_);
+  for (const auto& [handle, error] : failed) EndRequest(handle, FinishReason::kError, error);
+}
+
+void Engine::Core::SampleOrFail(Sequence* seq, absl::Span<float> logits, absl::Time now,
+                                StepTiming* timing) {
+  // Whatever one request's sampling throws (a grammar's allocation, a tokenizer's) ends that
+  // request, never the engine thread: the other requests go on.
+  const SeqId id = seq->id;  // `seq` may be gone when it throws
+  // A sample of a request that failed this step (its grammar over a limit, say) is not
+  // sampled again: the failure would only be paid for once more.
+  if (const auto failed = failed_requests_.find(RequestOfSeq(id));
+      failed != failed_requests_.end()) {
+    const absl::Status error = failed->second;
+    return FailSample(id, error);
+  }
+  try {
+    SampleAndDeliver(seq, logits, now, timing);
+  } catch (const std::bad_alloc&) {
+    FailSample(id, absl::ResourceExhaustedError("out of memory while sampling this request"));
+  } catch (const std::exception& e) {
+    FailSample(id, absl::InternalError(absl::StrCat("sampling failed: ", e.what())));
+  }
+}
+
+void Engine::Core::FailSample(SeqId id, const absl::Status& error) {
+  failed_requests_.emplace(RequestOfSeq(id), error);  // the first error stays
+  const auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;  // finished before it threw
+  GenerationOutput out;
+  out.finish_reason = FinishReason::kError;
+  out.error = error;
+  Finish(it->second.get(), std::move(out));
 }
 
 void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, absl::Time now,
@@ -338,23 +382,34 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
     Finish(seq, std::move(done));
     return;
   }
-  if (seq->request.sampling.grammar != nullptr && !MaskLogits(seq, logits)) {
-    GenerationOutput done;  // the grammar allows nothing, not even an end: stop here
-    done.finish_reason = FinishReason::kStop;
-    AttachPrompt(seq, &done);
-    Finish(seq, std::move(done));
-    return;
+  const grammar::TokenBitmask* allowed = nullptr;
+  const int64_t grammar_steps = seq->grammar.steps();
+  if (seq->grammar.matcher != nullptr) {
+    const absl::Status s = NextMask(*masker_, num_steps_, &seq->grammar, &grammar_mask_);
+    grammar_steps_[seq->request.tenant] += seq->grammar.steps() - grammar_steps;
+    if (!s.ok()) return FailSample(seq->id, s);
+    if (std::none_of(grammar_mask_.begin(), grammar_mask_.end(), [](uint64_t w) { return w; })) {
+      // A whole sentence, and no end-of-generation token to end it with: it stops here.
+      GenerationOutput done;
+      done.finish_reason = FinishReason::kStop;
+      AttachPrompt(seq, &done);
+      return Finish(seq, std::move(done));
+    }
+    allowed = &grammar_mask_;
   }
   SampleInput in{.params = &seq->request.sampling,
                  .seed = seq->seed,
                  .output_index = seq->num_output(),
                  .context = seq->tokens,
-                 .output_counts = &seq->output_counts};
+                 .output_counts = &seq->output_counts,
+                 .allowed = allowed};
   const absl::Time t0 = timing != nullptr ? absl::Now() : now;
   SampleResult r = Sample(in, logits);
-  if (seq->matcher != nullptr) {
-    seq->matcher->Advance(tokenizer_->TokenBytes(r.token_id));  // allowed, so accepted
-    seq->matcher->Compact();
+  if (allowed != nullptr) {
+    const int64_t before = seq->grammar.steps();
+    const absl::Status s = AcceptToken(&seq->grammar, tokenizer_->TokenBytes(r.token_id));
+    grammar_steps_[seq->request.tenant] += seq->grammar.steps() - before;
+    if (!s.ok()) return FailSample(seq->id, s);
   }
   const absl::Time t1 = timing != nullptr ? absl::Now() : now;
   if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
@@ -371,30 +426,6 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
     delivery.index = seq->sample_index;
     seq->sink->OnOutput(std::move(delivery));
   }
-}
-
-bool Engine::Core::MaskLogits(Sequence* seq, absl::Span<float> logits) {
-  if (masker_ == nullptr) {
-    std::vector<std::string> bytes(tokenizer_->vocab_size());
-    for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
-      bytes[id] = tokenizer_->TokenBytes(id);
-    }
-    masker_ = std::make_unique<grammar::TokenMasker>(bytes, tokenizer_->eog_ids());
-  }
-  if (seq->matcher == nullptr) {
-    seq->matcher = std::make_unique<grammar::Matcher>(seq->request.sampling.grammar);
-    seq->mask_cache = std::make_unique<grammar::MaskCache>(/*max_masks=*/8, /*max_states=*/1024);
-  }
-  masker_->FillMask(seq->matcher.get(), &grammar_mask_, seq->mask_cache.get());
-  bool any = false;
-  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
-    if (id < masker_->vocab_size() && grammar::MaskAllows(grammar_mask_, id)) {
-      any = true;
-    } else {
-      logits[id] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  return any;
 }
 
 void Engine::Core::AttachPrompt(Sequence* seq, GenerationOutput* out) {
@@ -428,12 +459,13 @@ void Engine::Core::Fork(Sequence* parent, absl::Span<const float> logits, absl::
     child->arrival_time = parent->arrival_time;
     child->first_scheduled_time = parent->first_scheduled_time;
     child->detokenizer = std::make_unique<model::IncrementalDetokenizer>(tokenizer_.get());
+    child->grammar = parent->grammar.Fork();  // the parent has not sampled yet: its start
     Sequence* raw = child.get();
     seqs_[raw->id] = std::move(child);
     requests_.at(handle).live.push_back(raw->id);
     scheduler_->AddFork(parent, raw);
     sample_row_ = fork_row_;
-    SampleAndDeliver(raw, absl::MakeSpan(sample_row_), now, timing);
+    SampleOrFail(raw, absl::MakeSpan(sample_row_), now, timing);
   }
 }
 
@@ -467,6 +499,9 @@ void Engine::Core::FillStats(EngineStats* stats) const {
                     .num_waiting = t.num_waiting,
                     .num_blocks_held = scheduler_->blocks_held(static_cast<int32_t>(i)),
                     .served_tokens = t.served_tokens});
+    if (const auto it = grammar_steps_.find(t.config.name); it != grammar_steps_.end()) {
+      stats->tenants.back().grammar_steps = it->second;
+    }
   }
 }
 

@@ -48,6 +48,8 @@ class Engine::Core {
   void FillStats(EngineStats* stats) const;
 
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The vocabulary's token trie for grammar masks (thread-safe through a MaskCache).
+  const grammar::TokenMasker& masker() const { return *masker_; }
   const model::LlamaConfig& model_config() const { return model_->config(); }
   const kernels::Backend& backend() const { return *backend_; }
   const KvCacheManager& kv() const { return *kv_; }
@@ -82,9 +84,12 @@ class Engine::Core {
   // Creates the pending samples of `parent`, whose prompt was just computed: they share its
   // blocks and sample their first token from copies of its `logits` row.
   void Fork(Sequence* parent, absl::Span<const float> logits, absl::Time now, StepTiming* timing);
-  // Constrained decoding: sets to -inf the logits of tokens `seq`'s grammar refuses next;
-  // false when it allows none (no end-of-generation token to end on).
-  bool MaskLogits(Sequence* seq, absl::Span<float> logits);
+  // SampleAndDeliver, ending the sample with an error (and its request after the step:
+  // FailRequestsAfterStep) when it throws.
+  void SampleOrFail(Sequence* seq, absl::Span<float> logits, absl::Time now, StepTiming* timing);
+  // Ends the sample with `error` now, and the rest of its request once the step's outputs
+  // are processed (its other samples may still be in this step's chunks).
+  void FailSample(SeqId id, const absl::Status& error);
 
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
@@ -101,8 +106,12 @@ class Engine::Core {
   absl::flat_hash_map<RequestHandle, RequestState> requests_;
   std::vector<float> logits_;
   std::vector<float> fork_row_, sample_row_;  // a forked prompt's logits and a copy to sample
-  std::unique_ptr<grammar::TokenMasker> masker_;  // the vocabulary's trie, at first use
-  grammar::TokenBitmask grammar_mask_;            // the mask of the sequence being sampled
+  std::unique_ptr<const grammar::TokenMasker> masker_;  // the vocabulary's trie
+  grammar::TokenBitmask grammar_mask_;                  // the mask of the sequence being sampled
+  // Grammar expansion steps of masks and accepted tokens, per tenant name, ever.
+  absl::flat_hash_map<std::string, int64_t> grammar_steps_;
+  // Requests a sample of which failed this step (FailSample), ended after it.
+  absl::flat_hash_map<RequestHandle, absl::Status> failed_requests_;
   StepObserver* observer_ = nullptr;
   kernels::DType kv_dtype_ = kernels::DType::kF32;
   std::string cache_salt_;  // the model part of the prefix cache's salt

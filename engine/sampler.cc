@@ -14,8 +14,28 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-int32_t Argmax(absl::Span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+bool Allows(const std::vector<uint64_t>* allowed, int32_t id) {
+  if (allowed == nullptr) return true;
+  const size_t word = static_cast<size_t>(id) >> 6;
+  return word < allowed->size() && (((*allowed)[word] >> (id & 63)) & 1) != 0;
+}
+
+// The most likely token; with a grammar's `allowed` and no allowed logit above -inf (all
+// penalized away), the first allowed token, never a refused one.
+int32_t Argmax(absl::Span<const float> v, const std::vector<uint64_t>* allowed = nullptr) {
+  const auto best = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  if (allowed == nullptr || v[best] > kNegInf) return best;
+  for (int32_t id = 0; id < static_cast<int32_t>(v.size()); ++id) {
+    if (Allows(allowed, id)) return id;
+  }
+  return best;
+}
+
+void Mask(const std::vector<uint64_t>* allowed, absl::Span<float> logits) {
+  if (allowed == nullptr) return;
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (!Allows(allowed, id)) logits[id] = kNegInf;
+  }
 }
 
 // log-softmax of the raw logits: the chosen token's logprob and the top-n.
@@ -68,7 +88,7 @@ int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
     if (std::isnan(l)) l = kNegInf;  // a broken logit is never drawn
   }
   const float max = *std::max_element(logits.begin(), logits.end());
-  if (!std::isfinite(max)) return Argmax(logits);  // nothing finite to draw from
+  if (!std::isfinite(max)) return Argmax(logits, in.allowed);  // nothing finite to draw from
   // Candidates sorted by logit when any filter needs an order; else all, in id order.
   std::vector<int32_t> cand(vocab);
   std::iota(cand.begin(), cand.end(), 0);
@@ -112,7 +132,7 @@ int32_t DrawFiltered(const SampleInput& in, absl::Span<float> logits) {
     }
     n = kept;
   }
-  if (n == 0) return Argmax(logits);
+  if (n == 0) return Argmax(logits, in.allowed);
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += prob[i];
   const double target = UniformDraw(in.seed, in.output_index) * total;
@@ -164,6 +184,7 @@ TokenLogprob LogprobOf(absl::Span<const float> logits, int32_t token, int32_t to
 SampleResult Sample(const SampleInput& in, absl::Span<float> logits) {
   const SamplingParams& p = *in.params;
   SampleResult result;
+  Mask(in.allowed, logits);  // refused tokens are neither drawn nor reported as likely
   std::vector<float> raw;
   if (p.logprobs.has_value()) raw.assign(logits.begin(), logits.end());
   // Before the penalties, as llama.cpp's sampler chain and vLLM's logits processors. The ids
@@ -173,7 +194,10 @@ SampleResult Sample(const SampleInput& in, absl::Span<float> logits) {
     if (id >= 0 && id < vocab) logits[id] += b;
   }
   ApplyPenalties(in, logits);
-  result.token_id = p.temperature == 0.f ? Argmax(logits) : DrawFiltered(in, logits);
+  // Again after the penalties: the mask is the last word (a refused token never wins,
+  // whatever a penalty did to the allowed ones).
+  Mask(in.allowed, logits);
+  result.token_id = p.temperature == 0.f ? Argmax(logits, in.allowed) : DrawFiltered(in, logits);
   if (p.logprobs.has_value()) result.logprob = RawLogprobs(raw, result.token_id, *p.logprobs);
   return result;
 }

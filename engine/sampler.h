@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -20,6 +21,8 @@ struct SampleInput {
   int32_t output_index = 0;           // how many tokens were sampled before
   absl::Span<const int32_t> context;  // prompt and output tokens (repetition penalty)
   const absl::flat_hash_map<int32_t, int32_t>* output_counts = nullptr;  // presence/frequency
+  // The tokens a grammar allows (bit id % 64 of word id / 64; at least one set), or null.
+  const std::vector<uint64_t>* allowed = nullptr;
 };
 
 struct SampleResult {
@@ -37,7 +40,10 @@ inline constexpr float kMaxLogitBias = 100.f;
 absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> bias, int32_t vocab);
 
 // Picks a token from `logits` [vocab], which it may modify. params->logit_bias must be valid
-// for this vocabulary (ValidateLogitBias); it is added first, so greedy obeys it too.
+// for this vocabulary (ValidateLogitBias); it is added first, so greedy obeys it too. With
+// `allowed`, the grammar's mask is applied after the bias and the penalties (which may take
+// an allowed logit to -inf) and the token is always an allowed one; logprobs are then of
+// the masked logits.
 SampleResult Sample(const SampleInput& in, absl::Span<float> logits);
 
 // The log-softmax of raw `logits` [vocab] at `token`, plus the `top_n` most likely tokens

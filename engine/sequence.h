@@ -9,11 +9,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "engine/grammar_state.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/prefix_hash.h"
 #include "engine/request.h"
-#include "grammar/matcher.h"
-#include "grammar/token_mask.h"
 #include "model/tokenizer.h"
 
 namespace pagoda::engine {
@@ -62,9 +61,9 @@ struct Sequence {
   // Output stream state.
   std::unique_ptr<model::IncrementalDetokenizer> detokenizer;
   // Constrained decoding (request.sampling.grammar): the output's parse state, advanced with
-  // each sampled token, and the masks of states seen; both made at the first sample.
-  std::unique_ptr<grammar::Matcher> matcher;
-  std::unique_ptr<grammar::MaskCache> mask_cache;
+  // each sampled token, and the masks of states seen (shared by the request's samples);
+  // started at intake (engine/grammar_state.h).
+  GrammarState grammar;
   std::string text;                                     // output text so far (stop strings cut off)
   size_t text_sent = 0;                                 // bytes of `text` already delivered
   absl::flat_hash_map<int32_t, int32_t> output_counts;  // for penalties

@@ -83,3 +83,19 @@ seed('nan-inf', 1.0, 0, 0.5, 0.0, 1.0, 0.0, 0.0, 20, 6, [0], [],
      [math.nan, math.inf, -math.inf, 1.0, math.nan, 0.0])
 seed('all-nan', 2.0, 2, 1.0, 0.0, 1.0, 0.0, 0.0, 1, 4, [], [], [math.nan] * 4)
 PY
+
+# Grammar shapes: bytes 0-1 pick the shape (mod 9: GBNF chain, nullable product, nested
+# quantifiers, many alternatives; schema type list, identical $refs, pattern nesting, enum;
+# tools), the next bytes its sizes, the rest is output to match.
+mkdir -p $c/grammar_shape_fuzzer
+shape() { printf "$2" > "$c/grammar_shape_fuzzer/$1"; }
+shape chain-identical '\x00\x00\x00\x28\x00\x00sxx'
+shape chain-distinct '\x00\x00\x00\x14\x00\x01s112'
+shape nullable-product '\x00\x01\x00\x20x'
+shape nested-quantifiers '\x00\x02\x00\x03\x00\x03\x00\x04\x00\x01\x00\x02aaaaaaab'
+shape many-alternatives '\x00\x03\x0b\xb8k2999z'
+shape type-list '\x00\x04\x00\x1e\x00\x00\x00\x00\x00\x05\x08\x00\x08\x00"abc"'
+shape identical-refs '\x00\x05\x00\x28\x00\x02\x00\x01\x00\x01[[false]]'
+shape pattern-nesting '\x00\x06\x00\x10\x00\x01\x00\x01\x00\x07"aaaa"'
+shape enum '\x00\x07\x13\x88\x03\xe8\x00\x01{"c": "v-17"}'
+shape tools '\x00\x08\x00\x08\x00\x00\x00\x1e<tool_call>\n{"name": "f1", "arguments": {"p": 1}}'

@@ -12,7 +12,7 @@ shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(gguf_fuzzer tokenizer_spm_fuzzer tokenizer_bpe_fuzzer request_fuzzer sampler_fuzzer
-    chat_template_fuzzer grammar_fuzzer)
+    chat_template_fuzzer grammar_fuzzer grammar_shape_fuzzer)
 fi
 
 # Longest input per target: whole seeds fit (the GGUF seeds go up to 16 KiB).
@@ -22,7 +22,17 @@ max_len() {
     request_fuzzer) echo 2048 ;;
     chat_template_fuzzer) echo 8192 ;;
     grammar_fuzzer) echo 4096 ;;
+    grammar_shape_fuzzer) echo 512 ;;
     *) echo 1024 ;;
+  esac
+}
+
+# Per-input caps (libFuzzer's -timeout in seconds of one input, -rss_limit_mb): the grammar
+# targets hold every input to what a request's grammar may cost, far below the others'.
+limits() {
+  case $1 in
+    grammar_fuzzer | grammar_shape_fuzzer) echo "-timeout=10 -rss_limit_mb=2048" ;;
+    *) echo "-timeout=60 -rss_limit_mb=4096" ;;
   esac
 }
 
@@ -32,8 +42,9 @@ for t in "${targets[@]}"; do
   rm -rf "$work" && mkdir -p "$work" "$build/fuzz/artifacts"
   log=$build/fuzz/$t.log
   start=$(date +%s%N)
-  if "$build/fuzz/$t" -runs="$runs" -seed=1 -max_len="$(max_len "$t")" -timeout=60 \
-      -rss_limit_mb=4096 -print_final_stats=1 \
+  # shellcheck disable=SC2046  # limits() is two words on purpose
+  if "$build/fuzz/$t" -runs="$runs" -seed=1 -max_len="$(max_len "$t")" $(limits "$t") \
+      -print_final_stats=1 \
       -artifact_prefix="$build/fuzz/artifacts/$t-" "$work" "$root/fuzz/corpus/$t" \
       > "$log" 2>&1; then
     status=ok

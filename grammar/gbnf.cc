@@ -37,7 +37,8 @@ std::string CharText(char c) {
 
 class GbnfCompiler {
  public:
-  GbnfCompiler(absl::string_view text, const GbnfLimits& limits) : t_(text), limits_(limits) {}
+  GbnfCompiler(absl::string_view text, const GbnfLimits& limits)
+      : t_(text), limits_(limits), b_(limits.max_elements) {}
 
   absl::StatusOr<std::shared_ptr<const Grammar>> Compile();
 
@@ -450,7 +451,7 @@ Symbol GbnfCompiler::SetSymbol(const std::vector<CodePointRange>& normalized,
 }
 
 absl::Status GbnfCompiler::CheckSize(size_t pos) const {
-  if (b_.size() <= limits_.max_elements) return absl::OkStatus();
+  if (!b_.over_limit()) return absl::OkStatus();
   return Error(pos, absl::StrCat("grammar over ", limits_.max_elements, " elements"));
 }
 

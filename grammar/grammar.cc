@@ -69,13 +69,22 @@ std::string Grammar::ToString() const {
   return out;
 }
 
+bool GrammarBuilder::Fits(size_t more) {
+  if (!over_limit_ && size() + more <= max_size_) return true;
+  over_limit_ = true;
+  return false;
+}
+
 int32_t GrammarBuilder::NewRule(absl::string_view name) {
+  // Over the limit: a placeholder (the first rule) that Build never gets to use.
+  if (!Fits(1) && !rules_.empty()) return 0;
   names_.emplace_back(absl::StrCat(name, "-", static_cast<int64_t>(names_.size())));
   rules_.emplace_back();
   return static_cast<int32_t>(rules_.size() - 1);
 }
 
 void GrammarBuilder::AddAlternative(int32_t rule, std::vector<Symbol> sequence) {
+  if (!Fits(sequence.size() + 1)) return;
   num_elements_ += sequence.size() + 1;
   rules_[rule].push_back(std::move(sequence));
 }
@@ -84,11 +93,13 @@ Symbol GrammarBuilder::Bytes(const ByteSet& set) {
   for (size_t i = byte_sets_.size(); i-- > 0 && i + 64 >= byte_sets_.size();) {
     if (byte_sets_[i] == set) return Symbol{ElementKind::kBytes, static_cast<int32_t>(i)};
   }
+  if (!Fits(1) && !byte_sets_.empty()) return Symbol{ElementKind::kBytes, 0};
   byte_sets_.push_back(set);
   return Symbol{ElementKind::kBytes, static_cast<int32_t>(byte_sets_.size() - 1)};
 }
 
 void GrammarBuilder::AppendLiteral(absl::string_view text, std::vector<Symbol>* sequence) {
+  if (!Fits(text.size())) return;  // the sequence would be dropped when added
   for (char c : text) sequence->push_back(Byte(static_cast<uint8_t>(c)));
 }
 
@@ -147,6 +158,9 @@ int32_t GrammarBuilder::Repeat(absl::string_view name, Symbol item, int min, int
 }
 
 absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) && {
+  if (over_limit_) {
+    return absl::InvalidArgumentError(absl::StrCat("grammar over ", max_size_, " elements"));
+  }
   const int32_t n = static_cast<int32_t>(rules_.size());
   for (int32_t r = 0; r < n; ++r) {
     if (rules_[r].empty()) {

@@ -70,6 +70,11 @@ struct Symbol {
 
 class GrammarBuilder {
  public:
+  // At most `max_size` (see size()): past it every addition is dropped (NewRule hands out a
+  // placeholder id), over_limit() turns true and Build fails, so a compiler's memory stays
+  // bounded inside any loop, however many elements that loop would add.
+  explicit GrammarBuilder(size_t max_size = size_t{1} << 22) : max_size_(max_size) {}
+
   // Declares a rule (alternatives may be added later, so rules can refer to each other).
   int32_t NewRule(absl::string_view name);
   // Appends an alternative to `rule`; an empty sequence matches the empty string.
@@ -84,21 +89,30 @@ class GrammarBuilder {
   // A rule matching `item` repeated between min and max times (max < 0: unbounded), each
   // repetition after the first preceded by `separator` when separator >= 0 (a rule id).
   int32_t Repeat(absl::string_view name, Symbol item, int min, int max, int32_t separator = -1);
-  // Total elements so far (the compiler's size budget).
-  size_t size() const { return num_elements_; }
+  // The grammar's size so far: its elements, rules and byte sets (the compilers' budget).
+  size_t size() const { return num_elements_ + rules_.size() + byte_sets_.size(); }
+  size_t max_size() const { return max_size_; }
+  // True once an addition was dropped for max_size.
+  bool over_limit() const { return over_limit_; }
 
-  // The grammar rooted at `root`. InvalidArgument when a rule has no alternative or some rule
-  // is left-recursive (names it).
+  // The grammar rooted at `root`. InvalidArgument when the builder went over its limit
+  // ("grammar over N elements"), a rule has no alternative or some rule is left-recursive
+  // (names it).
   absl::StatusOr<Grammar> Build(int32_t root) &&;
 
  private:
   // `rest` optional repetitions of `item` (each preceded by `sep` when sep is set).
   int32_t OptionalChain(absl::string_view name, Symbol item, int rest, const Symbol* sep);
 
+  // False (and over_limit_ set) when `more` would take size() past max_size_.
+  bool Fits(size_t more);
+
   std::vector<std::string> names_;
   std::vector<std::vector<std::vector<Symbol>>> rules_;
   std::vector<ByteSet> byte_sets_;
   size_t num_elements_ = 0;
+  size_t max_size_;
+  bool over_limit_ = false;
 };
 
 }  // namespace pagoda::grammar

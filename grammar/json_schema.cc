@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_limits.h"
 #include "grammar/json_rules.h"
 #include "grammar/string_format.h"
 #include "nlohmann/json.hpp"
@@ -33,6 +34,14 @@ bool IsSupported(absl::string_view key) {
   return kSet->contains(key);
 }
 
+bool IsTypeName(absl::string_view name) {
+  for (absl::string_view type :
+       {"object", "array", "string", "number", "integer", "boolean", "null"}) {
+    if (name == type) return true;
+  }
+  return false;
+}
+
 absl::Status Unsupported(absl::string_view keyword, const std::string& path) {
   return absl::InvalidArgumentError(absl::StrCat("json schema: unsupported keyword '", keyword,
                                                  "' at ", path.empty() ? "/" : path));
@@ -46,7 +55,7 @@ absl::Status Bad(absl::string_view keyword, const std::string& path, absl::strin
 class Compiler {
  public:
   Compiler(const Json& root, const SchemaLimits& limits)
-      : root_(root), limits_(limits), rules_(&b_) {}
+      : root_(root), limits_(limits), b_(limits.max_elements), rules_(&b_) {}
 
   absl::StatusOr<int32_t> Compile(const Json& schema, const std::string& path, int depth);
   GrammarBuilder& builder() { return b_; }
@@ -60,8 +69,12 @@ class Compiler {
   absl::StatusOr<int32_t> CompileObject(const Json& schema, const std::string& path, int depth);
   absl::StatusOr<int32_t> CompileArray(const Json& schema, const std::string& path, int depth);
   absl::StatusOr<int32_t> CompileString(const Json& schema, const std::string& path);
-  // A rule matching the compact serialization of each of `values`.
+  // A rule matching the compact serialization of each of `values`: a byte trie of them,
+  // so a position inside it is one head however many values share its prefix.
   int32_t Literals(const std::vector<Json>& values);
+  absl::Status OverLimit(const std::string& path) const {
+    return Bad("schema", path, absl::StrCat("grammar over ", limits_.max_elements, " elements"));
+  }
   // *out = schema[key] as a count in [0, max_repeat]; `fallback` when absent.
   absl::Status Count(const Json& schema, absl::string_view key, const std::string& path,
                      int fallback, int* out);
@@ -77,9 +90,7 @@ absl::StatusOr<int32_t> Compiler::Compile(const Json& schema, const std::string&
   if (depth > limits_.max_depth) {
     return Bad("schema", path, absl::StrCat("nested deeper than ", limits_.max_depth));
   }
-  if (b_.size() > limits_.max_elements) {
-    return Bad("schema", path, absl::StrCat("grammar over ", limits_.max_elements, " elements"));
-  }
+  if (b_.over_limit()) return OverLimit(path);
   if (schema.is_boolean()) {
     if (schema.get<bool>()) return rules_.Value();
     return Bad("schema", path, "the schema false matches nothing");
@@ -104,7 +115,9 @@ absl::StatusOr<int32_t> Compiler::Compile(const Json& schema, const std::string&
   if (schema.contains("enum")) {
     const Json& values = schema["enum"];
     if (!values.is_array() || values.empty()) return Bad("enum", path, "must be a non-empty array");
-    return Literals(std::vector<Json>(values.begin(), values.end()));
+    const int32_t rule = Literals(std::vector<Json>(values.begin(), values.end()));
+    if (b_.over_limit()) return OverLimit(path);
+    return rule;
   }
   for (const std::string keyword : {"anyOf", "oneOf", "allOf"}) {
     if (schema.contains(keyword)) return CompileAlternatives(schema, keyword, path, depth);
@@ -117,7 +130,14 @@ absl::StatusOr<int32_t> Compiler::Compile(const Json& schema, const std::string&
     } else if (type.is_array() && !type.empty()) {
       for (const Json& t : type) {
         if (!t.is_string()) return Bad("type", path, "must be a string or an array of strings");
-        types.push_back(t.get<std::string>());
+        std::string name = t.get<std::string>();
+        // Each name is compiled: an unknown one is refused here, and JSON Schema wants them
+        // unique, so the list is at most the seven types long.
+        if (!IsTypeName(name)) return Bad("type", path, absl::StrCat("unknown type '", name, "'"));
+        if (std::find(types.begin(), types.end(), name) != types.end()) {
+          return Bad("type", path, absl::StrCat("names '", name, "' twice"));
+        }
+        types.push_back(std::move(name));
       }
     } else {
       return Bad("type", path, "must be a string or a non-empty array of strings");
@@ -140,6 +160,7 @@ absl::StatusOr<int32_t> Compiler::Compile(const Json& schema, const std::string&
   for (const std::string& type : types) {
     auto r = CompileType(type, schema, path, depth);
     if (!r.ok()) return r.status();
+    if (b_.over_limit()) return OverLimit(path);
     b_.AddAlternative(rule, {b_.Ref(*r)});
   }
   return rule;
@@ -184,6 +205,7 @@ absl::StatusOr<int32_t> Compiler::CompileAlternatives(const Json& schema, absl::
   for (size_t i = 0; i < subs.size(); ++i) {
     auto r = Compile(subs[i], absl::StrCat(path, "/", keyword, "/", i), depth + 1);
     if (!r.ok()) return r.status();
+    if (b_.over_limit()) return OverLimit(path);
     b_.AddAlternative(rule, {b_.Ref(*r)});
   }
   return rule;
@@ -206,17 +228,20 @@ absl::StatusOr<int32_t> Compiler::CompileObject(const Json& schema, const std::s
   const Json empty = Json::object();
   const Json& props = schema.contains("properties") ? schema["properties"] : empty;
   if (!props.is_object()) return Bad("properties", path, "must be an object");
-  std::vector<std::string> required;
+  // Looked up by hash: the ordered object's own lookup is linear in its members.
+  absl::flat_hash_set<std::string> declared;
+  for (const auto& [name, sub] : props.items()) declared.insert(name);
+  absl::flat_hash_set<std::string> required;
   if (schema.contains("required")) {
     const Json& req = schema["required"];
     if (!req.is_array()) return Bad("required", path, "must be an array of strings");
     for (const Json& name : req) {
       if (!name.is_string()) return Bad("required", path, "must be an array of strings");
-      if (!props.contains(name.get<std::string>())) {
+      if (!declared.contains(name.get<std::string>())) {
         return Bad("required", path,
                    absl::StrCat("names '", name.get<std::string>(), "', not in 'properties'"));
       }
-      required.push_back(name.get<std::string>());
+      required.insert(name.get<std::string>());
     }
   }
   const Json* additional =
@@ -257,7 +282,7 @@ absl::StatusOr<int32_t> Compiler::CompileObject(const Json& schema, const std::s
     seq.push_back(b_.Ref(rules_.Colon()));
     seq.push_back(b_.Ref(*value));
     b_.AddAlternative(member, std::move(seq));
-    const bool optional = std::find(required.begin(), required.end(), name) == required.end();
+    const bool optional = !required.contains(name);
     more[i] = b_.NewRule("props_more");
     b_.AddAlternative(more[i], {b_.Ref(rules_.Comma()), b_.Ref(member), b_.Ref(more[i + 1])});
     if (optional) b_.AddAlternative(more[i], {b_.Ref(more[i + 1])});
@@ -308,19 +333,57 @@ absl::StatusOr<int32_t> Compiler::CompileString(const Json& schema, const std::s
   auto body = has_pattern ? CompilePattern(text, &b_, rules_.Char())
                           : CompileFormat(text, &b_, rules_.Char());
   if (!body.ok()) return Bad(key, path, body.status().message());
+  if (b_.over_limit()) return OverLimit(path);
   const int32_t rule = b_.NewRule(key);
   b_.AddAlternative(rule, {b_.Byte('"'), b_.Ref(*body), b_.Byte('"')});
   return rule;
 }
 
 int32_t Compiler::Literals(const std::vector<Json>& values) {
-  const int32_t rule = b_.NewRule("literal");
-  for (const Json& v : values) {
-    std::vector<Symbol> seq;
-    b_.AppendLiteral(v.dump(), &seq);
-    b_.AddAlternative(rule, std::move(seq));
+  std::vector<std::string> texts;
+  texts.reserve(values.size());
+  for (const Json& v : values) texts.push_back(v.dump());
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // A trie node: the texts [lo, hi) share their first `depth` bytes, and they either differ
+  // at byte `depth` or the first of them ends there. Each gets a rule with an alternative per
+  // next byte (the run of bytes all its texts share from there, then the child node), and
+  // an empty one when a text ends. Built from a work list: a trie may be deep.
+  struct Node {
+    int32_t rule;
+    size_t lo, hi, depth;
+  };
+  const int32_t root = b_.NewRule("literal");
+  std::vector<Node> todo = {{root, 0, texts.size(), 0}};
+  while (!todo.empty() && !b_.over_limit()) {
+    const Node node = todo.back();
+    todo.pop_back();
+    size_t i = node.lo;
+    if (texts[i].size() == node.depth) {
+      b_.AddAlternative(node.rule, {});
+      ++i;
+    }
+    while (i < node.hi) {
+      const char c = texts[i][node.depth];
+      size_t j = i + 1;
+      while (j < node.hi && texts[j][node.depth] == c) ++j;
+      // Sorted: what the first and the last of the group share, all of them share.
+      const std::string& first = texts[i];
+      const std::string& last = texts[j - 1];
+      size_t end = node.depth + 1;
+      while (end < first.size() && end < last.size() && first[end] == last[end]) ++end;
+      std::vector<Symbol> seq;
+      b_.AppendLiteral(absl::string_view(first).substr(node.depth, end - node.depth), &seq);
+      if (j - i > 1 || first.size() > end) {
+        const int32_t child = b_.NewRule("literal");
+        seq.push_back(b_.Ref(child));
+        todo.push_back({child, i, j, end});
+      }
+      b_.AddAlternative(node.rule, std::move(seq));
+      i = j;
+    }
   }
-  return rule;
+  return root;
 }
 
 absl::Status Compiler::Count(const Json& schema, absl::string_view key, const std::string& path,
@@ -378,6 +441,20 @@ Shape ShapeOf(const nlohmann::json& value) {
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_view schema,
                                                                  const SchemaLimits& limits) {
+  // One linear pass before any parse: a parser recurses per level and builds a value per
+  // element, so deep or vast text must be refused unparsed (a schema may come as text of
+  // any size from gRPC).
+  if (schema.size() > limits.max_text_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json schema: ", schema.size(), " bytes; at most ", limits.max_text_bytes));
+  }
+  if (absl::Status s = CheckJsonLimits(
+          std::string_view(schema.data(), schema.size()),
+          JsonLimits{.max_depth = limits.max_text_depth, .max_values = limits.max_text_values},
+          "json schema");
+      !s.ok()) {
+    return s;
+  }
   // A map-keyed parse first (n log n whatever the shape) prices the ordered one.
   const nlohmann::json unordered = nlohmann::json::parse(schema.begin(), schema.end(), nullptr,
                                                          /*allow_exceptions=*/false);
@@ -399,7 +476,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(absl::string_vi
   Compiler compiler(root, limits);
   auto top = compiler.Compile(root, "", 0);
   if (!top.ok()) return top.status();
-  if (compiler.builder().size() > limits.max_elements) {
+  if (compiler.builder().over_limit()) {
     return Bad("schema", "", absl::StrCat("grammar over ", limits.max_elements, " elements"));
   }
   auto grammar = std::move(compiler.builder()).Build(*top);

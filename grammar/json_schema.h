@@ -14,8 +14,10 @@ namespace pagoda::grammar {
 
 // Budgets on what a schema may cost to compile.
 struct SchemaLimits {
-  int max_depth = 64;             // nesting of subschemas (and $ref expansions)
-  int max_text_depth = 160;       // nesting of the schema's JSON text (objects and arrays)
+  int max_depth = 64;                // nesting of subschemas (and $ref expansions)
+  size_t max_text_bytes = 16 << 20;  // the schema's JSON text (an HTTP body's limit)
+  int max_text_depth = 160;          // nesting of the schema's JSON text (objects and arrays)
+  int64_t max_text_values = int64_t{1} << 20;  // its array elements and object members
   int max_repeat = 2048;          // largest finite minItems/maxItems/minLength/maxLength
   size_t max_elements = 1 << 20;  // grammar size
   // Objects are parsed keeping their key order, which costs each object its member count

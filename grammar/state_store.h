@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "grammar/matcher.h"
 
 namespace pagoda::grammar {
@@ -18,16 +19,23 @@ namespace pagoda::grammar {
 class StateStore {
  public:
   static constexpr int32_t kDead = -1;
+  // Next() went over the matcher's limits: the store's matcher is failed (status()).
+  static constexpr int32_t kOverBudget = -3;
 
-  explicit StateStore(std::shared_ptr<const Grammar> grammar);
+  StateStore(std::shared_ptr<const Grammar> grammar, const MatcherLimits& limits);
 
   // The id of `m`'s current state (interning it).
   int32_t Intern(const Matcher& m);
-  // The state after byte `b` from state `s`; kDead when the grammar refuses it. May add
-  // states (ids stay valid until Clear).
+  // The state after byte `b` from state `s`; kDead when the grammar refuses it, kOverBudget
+  // past the limits. May add states (ids stay valid until Clear).
   int32_t Next(int32_t s, uint8_t b);
   bool can_end(int32_t s) const { return states_[s].can_end; }
   size_t size() const { return states_.size(); }
+  // Heads held by all states (what the store's memory grows with besides their count).
+  size_t num_heads() const { return num_heads_; }
+  // The expansion steps the store's matcher has spent, and its status.
+  int64_t steps() const { return matcher_.steps(); }
+  const absl::Status& status() const { return matcher_.status(); }
   const Grammar* grammar() const { return &matcher_.grammar(); }
   // Forgets every state and frame.
   void Clear();
@@ -42,12 +50,15 @@ class StateStore {
 
   int32_t InternHeads(std::vector<Matcher::Head>* heads, bool can_end);
 
-  Matcher matcher_;  // its arena holds the interned frames
+  Matcher matcher_;  // its arena holds the interned frames; its own heads are unused
   absl::flat_hash_map<uint64_t, int32_t> frames_;
   std::vector<State> states_;
   absl::flat_hash_map<std::string, int32_t> ids_;
+  size_t num_heads_ = 0;
   std::vector<Matcher::Head> out_;
   std::vector<int32_t> chain_;
+  std::vector<int32_t> remap_;  // Intern: the sample's frame -> the interned one
+  absl::flat_hash_set<uint64_t> seen_;
 };
 
 }  // namespace pagoda::grammar

@@ -67,6 +67,7 @@ class PatternCompiler {
     const int32_t rule = b_->NewRule("alt");
     for (;;) {
       b_->AddAlternative(rule, {b_->Ref(Sequence())});
+      if (!error_.empty() || b_->over_limit()) return rule;
       if (i_ < p_.size() && p_[i_] == '|') {
         ++i_;
         continue;
@@ -77,7 +78,8 @@ class PatternCompiler {
 
   int32_t Sequence() {
     std::vector<Symbol> seq;
-    while (i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')' && error_.empty()) {
+    while (i_ < p_.size() && p_[i_] != '|' && p_[i_] != ')' && error_.empty() &&
+           !b_->over_limit()) {
       seq.push_back(b_->Ref(Quantified()));
     }
     const int32_t rule = b_->NewRule("seq");
@@ -236,13 +238,19 @@ class PatternCompiler {
   int32_t Atom() {
     const char c = p_[i_];
     if (c == '(') {
+      // Each group is a level of recursion here: the depth is bounded before it recurses.
+      if (depth_ >= kMaxGroupDepth) {
+        return Fail(absl::StrCat("groups nested deeper than ", kMaxGroupDepth, " in pattern"));
+      }
       ++i_;
       if (p_.substr(i_, 2) == "?:") {
         i_ += 2;
       } else if (i_ < p_.size() && p_[i_] == '?') {
         return Fail("lookaround and named groups are not supported in pattern");
       }
+      ++depth_;
       const int32_t inner = Alternation();
+      --depth_;
       if (i_ >= p_.size() || p_[i_] != ')') return Fail("unbalanced '(' in pattern");
       ++i_;
       return inner;
@@ -284,8 +292,11 @@ class PatternCompiler {
     return rule;
   }
 
+  static constexpr int kMaxGroupDepth = 64;
+
   absl::string_view p_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
   GrammarBuilder* b_;
   int32_t any_char_;
   std::string error_;

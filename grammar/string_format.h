@@ -13,7 +13,8 @@ namespace pagoda::grammar {
 // The subset (docs/API.md): literals (ASCII and UTF-8), `.`, classes `[a-z]` `[^...]` of
 // ASCII, escapes \d \w \s \D \W \S \n \t \r and escaped metacharacters, groups `(...)`
 // `(?:...)`, `|`, quantifiers `* + ? {n} {n,} {n,m}` (counts up to 256), anchors `^` `$`
-// (an unanchored end takes any characters, as JSON Schema's search semantics). Negated
+// (an unanchored end takes any characters, as JSON Schema's search semantics); groups
+// nest at most 64 deep. Negated
 // classes stand for ASCII characters only. `any_char` is the rule of one string character.
 // InvalidArgument (the message says what) for a construct outside the subset.
 absl::StatusOr<int32_t> CompilePattern(absl::string_view pattern, GrammarBuilder* b,

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_cpu.h"
 #include "server/access_log.h"
 #include "server/admission.h"
 #include "server/request_convert.h"
@@ -147,6 +148,17 @@ void GenerateStream::Begin(const grpc::ByteBuffer& request) {
     tokens = &call_.tokens();         // set by Admit, stable from here on; thread-safe
   }
   if (!admitted.ok()) return Fail(admitted);
+  // This thread's work on the request until it is submitted (parsing, a grammar's start,
+  // the template, tokenizing) is charged to the tenant, as the HTTP door's preparation is.
+  const int64_t cpu_start = ThreadCpuMicros();
+  struct Charge {
+    GenerateStream* self;
+    int64_t start;
+    ~Charge() {
+      MutexLock lock(&self->mu_);
+      self->call_.AddPreparationCpu(ThreadCpuMicros() - start);
+    }
+  } charge{this, cpu_start};
   std::string sent_id;
   absl::StatusOr<engine::GenerationRequest> converted =
       (deps_.parse != nullptr ? deps_.parse : ParseGenerateRequest)(request, &sent_id);
@@ -211,8 +223,9 @@ void GenerateStream::Enqueue(v1::GenerateResponse response, bool mergeable) {
 
 bool GenerateStream::OverUnsentCapLocked() {
   // Its status is the one the stream finishes with (call_.status()).
-  call_.CutAtUnsentCap(queued_bytes_ + current_bytes_, deps_.max_unsent_bytes,
-                       "client is not reading")
+  call_
+      .CutAtUnsentCap(queued_bytes_ + current_bytes_, deps_.max_unsent_bytes,
+                      "client is not reading")
       .IgnoreError();
   queue_.clear();
   queued_bytes_ = 0;

@@ -54,6 +54,10 @@ class GenerationCall {
   TokenReservation& tokens() { return *tokens_; }
   // The request id as the client sent it (for the log line of a refusal).
   void set_request_id(std::string id) { request_id_ = std::move(id); }
+  // `us` microseconds of CPU spent preparing the request on a thread of the door's (gRPC:
+  // parsing and submitting; the HTTP door counts its preparation jobs itself), charged to
+  // the tenant (TenantMetrics::preparation_cpu_us).
+  void AddPreparationCpu(int64_t us) { tenant_metrics_->preparation_cpu_us.fetch_add(us); }
   // The engine accepted the request: its id and prompt tokens count from here.
   void Accepted(const engine::SubmitResult& submitted);
   // The engine delivered `n` completion tokens (counted against the bucket and the tenant
@@ -104,8 +108,8 @@ class GenerationCall {
   int32_t completion_tokens_ = 0;
   std::optional<absl::Status> status_;  // set once the call ended
   engine::FinishReason finish_reason_ = engine::FinishReason::kNone;
-  std::optional<engine::Usage> usage_;               // the engine's last output's
-  absl::Time end_time_ = absl::InfinitePast();       // when it ended
+  std::optional<engine::Usage> usage_;          // the engine's last output's
+  absl::Time end_time_ = absl::InfinitePast();  // when it ended
 };
 
 }  // namespace pagoda::server

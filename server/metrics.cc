@@ -125,6 +125,12 @@ void ServerMetrics::AppendTenantFamilies(std::string* out) const {
       "Requests aborted (RESOURCE_EXHAUSTED) because the client left more than "
       "--max-unsent-bytes-per-stream of output unread.",
       tenants, [](const TenantMetrics& m) -> auto& { return m.requests_unsent_limit; }, out);
+  AppendTenantCounter(
+      "pagoda:tenant_preparation_cpu_microseconds_total",
+      "CPU time spent preparing the tenant's requests before the engine runs them (body "
+      "parsing, grammars' start and first mask, templates, tokenizing): the HTTP door's "
+      "preparation threads and gRPC's callback threads.",
+      tenants, [](const TenantMetrics& m) -> auto& { return m.preparation_cpu_us; }, out);
   AppendTenantLabeledCounter(
       "pagoda:request_success_total", "Requests finished, by finish reason.", "finished_reason",
       tenants, [](const TenantMetrics& m) -> auto& { return m.request_success; }, out);
@@ -204,6 +210,11 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
       "pagoda:tenant_served_tokens_total",
       "Prompt and output tokens the engine computed, per tenant.", "counter", s,
       [](const engine::TenantStats& t) { return t.served_tokens; }, &out);
+  AppendTenantGauge(
+      "pagoda:tenant_grammar_steps_total",
+      "Grammar expansion steps of constrained requests (structured outputs, forced tool "
+      "calls), per tenant: at intake and on the engine thread.",
+      "counter", s, [](const engine::TenantStats& t) { return t.grammar_steps; }, &out);
   AppendTenantFamilies(&out);
   return out;
 }

@@ -51,6 +51,9 @@ struct TenantMetrics {
   std::atomic<int64_t> requests_cancelled{0};  // client cancel, disconnect or deadline
   // Aborted because the client left more than max_unsent_bytes_per_stream unread.
   std::atomic<int64_t> requests_unsent_limit{0};
+  // CPU time spent preparing its requests: the HTTP door's preparation jobs
+  // (HttpContext::Offload), gRPC's parse-and-submit (GenerationCall::AddPreparationCpu).
+  std::atomic<int64_t> preparation_cpu_us{0};
   LabeledCounter request_success;  // by finish reason
   LabeledCounter request_failure;  // rejected or failed, by gRPC code name
 };

@@ -186,6 +186,8 @@ void Server::SetServing(bool serving) {
 void Server::WatchdogLoop() {
   int64_t last_steps = -1;
   absl::Time progress_time = absl::Now();
+  bool stall_reported = false;
+  absl::Time stall_logged = absl::InfinitePast();
   while (true) {
     {
       MutexLock lock(&mu_);
@@ -198,10 +200,20 @@ void Server::WatchdogLoop() {
       last_steps = stats.num_steps;
       progress_time = absl::Now();
     }
-    const bool stalled = busy && absl::Now() - progress_time > options_.stall_timeout;
-    if (stalled)
+    const absl::Time now = absl::Now();
+    const bool stalled = busy && now - progress_time > options_.stall_timeout;
+    // One line when a stall starts, one every kStallLogEvery while it lasts, one at its end
+    // (not one per 250 ms poll).
+    constexpr absl::Duration kStallLogEvery = absl::Seconds(30);
+    if (stalled && (!stall_reported || now - stall_logged >= kStallLogEvery)) {
       spdlog::warn("engine made no step for {}s with work queued",
-                   absl::ToDoubleSeconds(absl::Now() - progress_time));
+                   absl::ToDoubleSeconds(now - progress_time));
+      stall_reported = true;
+      stall_logged = now;
+    } else if (!stalled && stall_reported) {
+      spdlog::info("engine is making steps again");
+      stall_reported = false;
+    }
     SetServing(!stalled);
   }
 }

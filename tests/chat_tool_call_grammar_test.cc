@@ -198,3 +198,37 @@ TEST(ToolCallGrammarTest, RandomConstrainedOutputsAlwaysParse) {
 
 }  // namespace
 }  // namespace pagoda::chat
+
+namespace pagoda::chat {
+namespace {
+
+// Issue 44, finding 5: each tool's schema used to get the whole budget again, so many tools
+// multiplied it. Now the joined grammar has one budget: what the tools before a tool used is
+// gone for it.
+TEST(ToolCallGrammarBudgetTest, AllToolsShareOneBudget) {
+  nlohmann::json tools = nlohmann::json::array();
+  for (int i = 0; i < 8; ++i) {
+    nlohmann::json string = {{"type", "string"}, {"maxLength", 300}};
+    nlohmann::json parameters = {{"type", "object"}};
+    parameters["properties"]["s"] = string;
+    nlohmann::json function = {{"name", "f" + std::to_string(i)}};
+    function["parameters"] = parameters;
+    tools.push_back({{"type", "function"}, {"function", function}});
+  }
+  auto defs = ParseToolDefinitions(tools);
+  ASSERT_TRUE(defs.ok()) << defs.status();
+  ToolGrammarOptions options;
+  options.limits.max_elements = 4000;
+  // One tool fits; eight do not, together.
+  options.function = "f0";
+  EXPECT_TRUE(BuildToolCallGrammar(ToolCallFormat::kHermes, *defs, options).ok());
+  options.function.clear();
+  auto all = BuildToolCallGrammar(ToolCallFormat::kHermes, *defs, options);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(all.status().message(),
+              HasSubstr("of the 4000 elements it may have before this tool"));
+}
+
+}  // namespace
+}  // namespace pagoda::chat

@@ -2,11 +2,14 @@
 // them, and the outputs that must stay content (tool_choice "auto"'s fallback); the
 // format read from real templates and from a flag; ids; the tools' definitions.
 #include <cctype>
+#include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "chat/tool_call_format.h"
+#include "chat/tool_call_stream.h"
 #include "chat/tool_calls.h"
 #include "chat/tool_definitions.h"
 #include "gmock/gmock.h"
@@ -211,6 +214,90 @@ TEST(ToolDefinitionsTest, ParsesAndRefuses) {
     ASSERT_FALSE(r.ok()) << json;
     EXPECT_THAT(r.status().message(), HasSubstr(message)) << json;
   }
+}
+
+}  // namespace
+}  // namespace pagoda::chat
+
+namespace pagoda::chat {
+namespace {
+
+// Issue 44: with tool_choice "auto", a call to a function the request did not offer is not
+// a tool call: it stays content, byte for byte, whole and streamed, in every format.
+TEST(OfferedToolsTest, CallsToFunctionsNotOfferedStayContent) {
+  const OfferedTools offered = {"get_weather"};
+  struct Case {
+    ToolCallFormat format;
+    std::string known, unknown;
+  };
+  const std::vector<Case> cases = {
+      {ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Oslo\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {\"path\": \"/\"}}\n</tool_call>"},
+      {ToolCallFormat::kLlama3Json, R"({"name": "get_weather", "parameters": {"city": "Oslo"}})",
+       R"({"name": "rm_rf", "parameters": {"path": "/"}})"},
+      {ToolCallFormat::kMistral,
+       R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}])",
+       R"([TOOL_CALLS][{"name": "rm_rf", "arguments": {"path": "/"}}])"},
+      {ToolCallFormat::kMistral, R"([TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"})",
+       R"([TOOL_CALLS]rm_rf[ARGS]{"path": "/"})"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.unknown);
+    const ParsedToolCalls known =
+        ParseToolCalls(c.format, c.known, SequentialToolCallIds(), &offered);
+    ASSERT_EQ(known.tool_calls.size(), 1u);
+    EXPECT_EQ(known.tool_calls[0].name, "get_weather");
+    const ParsedToolCalls unknown =
+        ParseToolCalls(c.format, c.unknown, SequentialToolCallIds(), &offered);
+    EXPECT_TRUE(unknown.tool_calls.empty());
+    EXPECT_EQ(unknown.content, c.unknown);
+    // Without the offered set (a parser that does not know the tools) it is a call.
+    EXPECT_EQ(ParseToolCalls(c.format, c.unknown, SequentialToolCallIds()).tool_calls.size(), 1u);
+    // Streamed, one byte at a time: the same content, no call.
+    ToolCallStreamParser parser(c.format, SequentialToolCallIds(),
+                                std::make_shared<const OfferedTools>(offered));
+    std::string content;
+    for (char ch : c.unknown) {
+      const ToolCallStreamDelta d = parser.Feed(std::string(1, ch));
+      EXPECT_TRUE(d.tool_calls.empty());
+      content += d.content;
+    }
+    const ToolCallStreamDelta rest = parser.Finish();
+    EXPECT_TRUE(rest.tool_calls.empty());
+    EXPECT_EQ(content + rest.content, c.unknown);
+  }
+}
+
+// Issue 44, finding 6: the template's copy of a tool's parameters is made in time linear in
+// its members (it was quadratic: 70,000 members took seconds), their order kept.
+TEST(ToolDefinitionsTest, TemplateJsonOfALargeSchemaKeepsItsOrder) {
+  nlohmann::json properties = nlohmann::json::object();
+  for (int i = 0; i < 70000; ++i) properties["p" + std::to_string(i)] = {{"type", "string"}};
+  nlohmann::json parameters = nlohmann::json::object();
+  parameters["required"] = nlohmann::json::array({"p1"});
+  parameters["type"] = "object";
+  parameters["properties"] = properties;
+  parameters["zeta"] = 1;
+  parameters["alpha"] = 2;
+  nlohmann::json function = {{"name", "big"}};
+  function["parameters"] = parameters;
+  nlohmann::json tools = nlohmann::json::array();
+  tools.push_back({{"type", "function"}, {"function", function}});
+  auto defs = ParseToolDefinitions(tools);
+  ASSERT_TRUE(defs.ok()) << defs.status();
+  const nlohmann::ordered_json out = ToolsTemplateJson(*defs);
+  const nlohmann::ordered_json& params = out[0]["function"]["parameters"];
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : params.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"type", "properties", "required", "alpha", "zeta"}));
+  const nlohmann::ordered_json& props = params["properties"];
+  ASSERT_EQ(props.size(), 70000u);
+  EXPECT_EQ(props.begin().key(), "p0");  // the map's (sorted) order: p0, p1, p10, ...
+  EXPECT_EQ(std::next(props.begin()).key(), "p1");
+  EXPECT_EQ(std::next(props.begin(), 2).key(), "p10");
+  EXPECT_EQ(props.begin().value(), nlohmann::ordered_json({{"type", "string"}}));
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/request.h"
+#include "gmock/gmock.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -129,6 +132,109 @@ TEST(EngineGrammarTest, JsonObjectParses) {
   if (out.finish_reason == FinishReason::kStop) {
     EXPECT_TRUE(nlohmann::json::parse(out.text, nullptr, false).is_object()) << out.text;
   }
+}
+
+// A grammar that goes over its limits only after 30 bytes: 30 "a"s, then 2^8 distinct parse
+// stacks (over max_heads = 64). The first mask (at intake) sees no further than a token
+// spells, so the request is accepted; the mask that steps past the last "a" fails.
+std::string LateAmbiguousGrammar() {
+  std::string text = absl::StrCat("root ::= \"", std::string(30, 'a'), "\" l0\n");
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&text, "l", i, " ::= l", i + 1, " \"1\" | l", i + 1, " \"2\"\n");
+  }
+  return text + "l8 ::= \"c\"\n";
+}
+
+// Issue 44, findings 1 and 9: a grammar over its limits mid-generation ends its own request
+// with an error naming the limit (never a "stop" on text the grammar did not accept), and a
+// request beside it runs to its end; every block is free after.
+TEST(EngineGrammarTest, GrammarOverItsLimitsEndsOnlyItsRequest) {
+  auto grammar = grammar::CompileGbnf(LateAmbiguousGrammar());
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  EngineConfig config;
+  config.grammar_limits.max_heads = 64;
+  auto engine = testing::StoriesEngine(config);
+  GenerationRequest constrained;
+  constrained.prompt = "Once upon a time";
+  constrained.max_tokens = 100;
+  constrained.sampling.temperature = 0.f;
+  constrained.sampling.grammar = *grammar;
+  GenerationRequest beside;
+  beside.prompt = "Once upon a time";
+  beside.max_tokens = 60;
+  beside.ignore_eos = true;
+  beside.sampling.temperature = 0.f;
+  std::vector<GenerationRequest> requests;
+  requests.push_back(std::move(constrained));
+  requests.push_back(std::move(beside));
+  const std::vector<CollectedOutput> outs = testing::RunAll(*engine, std::move(requests));
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::kError);
+  EXPECT_EQ(outs[0].error.code(), absl::StatusCode::kInvalidArgument) << outs[0].error;
+  EXPECT_THAT(outs[0].error.message(), ::testing::HasSubstr("max_heads (64)"));
+  EXPECT_EQ(outs[0].text, std::string(outs[0].text.size(), 'a'));
+  EXPECT_GT(outs[0].text.size(), 0u);
+  EXPECT_LT(outs[0].text.size(), 31u);
+  ASSERT_TRUE(outs[1].error.ok()) << outs[1].error;
+  EXPECT_EQ(outs[1].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(outs[1].token_ids.size(), 60u);
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
+// A grammar over its limits at its start is refused by Submit, on the caller's thread:
+// nothing reaches the engine.
+TEST(EngineGrammarTest, GrammarOverItsLimitsAtItsStartIsRefusedAtSubmit) {
+  std::string text = "root ::= l0\n";
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&text, "l", i, " ::= l", i + 1, " \"1\" | l", i + 1, " \"2\"\n");
+  }
+  auto grammar = grammar::CompileGbnf(text + "l8 ::= \"c\"\n");
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  EngineConfig config;
+  config.grammar_limits.max_heads = 64;
+  auto engine = testing::StoriesEngine(config);
+  GenerationRequest r;
+  r.prompt = "Once upon a time";
+  r.max_tokens = 10;
+  r.sampling.grammar = *grammar;
+  auto submitted = engine->Submit(std::move(r), std::make_shared<CollectingSink>());
+  ASSERT_FALSE(submitted.ok());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(submitted.status().message(), ::testing::HasSubstr("max_heads (64)"));
+  EXPECT_EQ(engine->Stats().num_submitted, 0);
+}
+
+// What a tenant's constrained requests cost is counted for it (TenantStats::grammar_steps).
+TEST(EngineGrammarTest, GrammarStepsAreChargedToTheTenant) {
+  auto grammar = grammar::CompileJsonSchema(kSchema);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  auto engine = testing::StoriesEngine();
+  ASSERT_TRUE(engine->SetTenants({TenantConfig{.name = "t"}, TenantConfig{.name = "u"}}).ok());
+  GenerationRequest r;
+  r.prompt = "Once upon a time";
+  r.max_tokens = 40;
+  r.tenant = "t";
+  r.sampling.temperature = 0.f;
+  r.sampling.grammar = *grammar;
+  const CollectedOutput out = testing::RunOne(*engine, std::move(r));
+  ASSERT_TRUE(out.error.ok()) << out.error;
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+  int64_t t_steps = -1, u_steps = -1;
+  for (const TenantStats& ts : engine->Stats().tenants) {
+    if (ts.name == "t") t_steps = ts.grammar_steps;
+    if (ts.name == "u") u_steps = ts.grammar_steps;
+  }
+  EXPECT_GT(t_steps, 0);
+  EXPECT_EQ(u_steps, 0);
+}
+
+// Issue 44, finding 8: Detokenize takes at most kMaxDetokenizeIds ids, whatever the door.
+TEST(EngineGrammarTest, DetokenizeIsCapped) {
+  auto engine = testing::StoriesEngine();
+  const std::vector<int32_t> ids(Engine::kMaxDetokenizeIds + 1, 5);
+  auto text = engine->Detokenize(ids);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().message(), "token_ids: 1048577 ids; at most 1048576 are accepted");
+  EXPECT_TRUE(engine->Detokenize(std::vector<int32_t>(1000, 5)).ok());
 }
 
 }  // namespace

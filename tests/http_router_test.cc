@@ -4,6 +4,7 @@
 // tests/door_parity_test.cc does), its posted work run on the test's thread.
 #include "server/http/http_router.h"
 
+#include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -451,6 +453,52 @@ TEST_F(HttpRouterTest, CorsPreflightAndHeaders) {
   ASSERT_EQ(health.responses.size(), 1u);
   EXPECT_EQ(health.responses[0].headers,
             "Access-Control-Allow-Origin: https://app.example\r\nVary: Origin\r\n");
+}
+
+}  // namespace
+}  // namespace pagoda::server::http
+
+namespace pagoda::server::http {
+namespace {
+
+// Issue 44, finding 10: the preparation queue is shared by all tenants, and one of them
+// may hold at most half of it; a job that throws is dropped and the thread goes on.
+TEST(HttpContextTest, PreparationQueueIsSharedFairlyAndSurvivesAThrow) {
+  ServerMetrics metrics;
+  HttpContext context(HttpDeps{.metrics = &metrics}, SessionOptions());
+  boost::asio::thread_pool workers(1);
+  context.set_workers(&workers);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(context
+                  .Offload("a",
+                           [&] {
+                             std::unique_lock<std::mutex> lock(mu);
+                             cv.wait(lock, [&] { return release; });
+                             throw std::runtime_error("boom");
+                           })
+                  .ok());
+  for (int i = 1; i < HttpContext::kMaxPendingJobsPerTenant; ++i) {
+    ASSERT_TRUE(context.Offload("a", [&] { ++ran; }).ok()) << i;
+  }
+  const absl::Status refused = context.Offload("a", [&] { ++ran; });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(), "tenant \"a\" has 32 requests being prepared; at most 32");
+  // The others still have their half.
+  for (int i = 0; i < HttpContext::kMaxPendingJobs - HttpContext::kMaxPendingJobsPerTenant; ++i) {
+    ASSERT_TRUE(context.Offload(i % 2 ? "b" : "", [&] { ++ran; }).ok()) << i;
+  }
+  const absl::Status full = context.Offload("c", [&] { ++ran; });
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  workers.join();  // the throwing job did not end the thread: every other one ran
+  EXPECT_EQ(ran.load(), HttpContext::kMaxPendingJobs - 1);
 }
 
 }  // namespace

@@ -594,6 +594,26 @@ TEST_F(HttpServerTest, WholeResponseOverTheUnsentCapIsRefusedAndCounted) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+// Issue 44, finding 10: a non-streamed answer's logprobs count toward the cap too: 1900
+// tokens of text (about 8 KB) fit in 64 KiB, not with their top-20 logprobs each.
+TEST_F(HttpServerTest, WholeResponseLogprobsCountTowardTheUnsentCap) {
+  StartServer({}, /*max_unsent_bytes_per_stream=*/65536);
+  const json req = {{"prompt", "Once upon a time"},
+                    {"max_tokens", 1900},
+                    {"ignore_eos", true},
+                    {"temperature", 0}};
+  const Reply text_only = Post("/v1/completions", req);
+  ASSERT_EQ(text_only.status, 200) << text_only.body;
+  json with_logprobs = req;
+  with_logprobs["logprobs"] = 20;
+  const Reply r = Post("/v1/completions", with_logprobs);
+  ASSERT_EQ(r.status, 429) << r.body.substr(0, 200);
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(),
+              HasSubstr("exceed 65536 (max_unsent_bytes_per_stream)"));
+  EXPECT_EQ(WaitAborted(1), 1);
+  EXPECT_TRUE(WaitAllBlocksFree());
+}
+
 TEST_F(HttpServerTest, ManyConcurrentStreamsAllComplete) {
   StartServer();
   const GrpcResult g = GrpcGenerate("Once upon a time", 12);

@@ -297,6 +297,32 @@ TEST_F(HttpToolsTest, BadToolsAreRefusedNamingTheField) {
   EXPECT_EQ(status, 400) << out.dump();
 }
 
+// Issue 44, finding 5: tools count toward the prompt, and are refused for their size before
+// their grammar is built (which each tool's schema could make large).
+TEST_F(HttpToolsTest, ToolsOverThePromptLimitAreRefusedBeforeTheirGrammar) {
+  engine::EngineConfig config;
+  config.chat_template =
+      testing::ReadFileOrDie(testing::ModelPath("chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  config.max_prompt_bytes = 2000;
+  Serve(testing::StoriesEngine(config));
+  json tools = json::array();
+  for (int i = 0; i < 12; ++i) {
+    json tool = Tools()[0];
+    tool["function"]["name"] = "get_weather_" + std::to_string(i);
+    tools.push_back(tool);
+  }
+  const std::string message =
+      Refusal({{"messages", UserTurn()}, {"tools", tools}, {"tool_choice", "required"}});
+  EXPECT_THAT(message, StartsWith("tools: have "));
+  EXPECT_THAT(message, HasSubstr("bytes as JSON; at most 2000 are accepted (max_prompt_bytes)"));
+  // One of them fits.
+  tools = json::array({tools[0]});
+  auto [status, out] = Post(
+      "/v1/chat/completions",
+      {{"messages", UserTurn()}, {"tools", tools}, {"tool_choice", "required"}, {"max_tokens", 4}});
+  EXPECT_EQ(status, 200) << out.dump();
+}
+
 TEST_F(HttpToolsTest, ForcedCallNeedsAToolCallFormat) {
   StartServer(chat::ToolCallFormat::kNone);  // --tool-call-parser none
   const std::string why =

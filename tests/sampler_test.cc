@@ -178,3 +178,41 @@ TEST(SamplerTest, LogitBiasValidation) {
 
 }  // namespace
 }  // namespace pagoda::engine
+
+namespace pagoda::engine {
+namespace {
+
+// Issue 44: a grammar's mask is applied after the penalties. A repetition penalty of 1e38
+// takes every allowed logit (-4 and -5: -4e38 is past the float range) to -inf; a refused
+// token must still never win, greedy or drawn (the first allowed token does), and logprobs
+// are those of the masked logits.
+TEST(SamplerMaskTest, RefusedTokensNeverWinWhateverThePenalties) {
+  // Tokens 0 and 1 refused; 2 and 3 allowed, both seen in the context.
+  const std::vector<uint64_t> allowed = {0b1100};
+  const std::vector<int32_t> context = {2, 3};
+  absl::flat_hash_map<int32_t, int32_t> counts;
+  for (const float temperature : {0.f, 1.f}) {
+    SamplingParams p{.temperature = temperature, .repetition_penalty = 1e38f, .logprobs = 1};
+    std::vector<float> logits = {5.f, 4.f, -4.f, -5.f};
+    SampleInput in{.params = &p,
+                   .seed = 7,
+                   .output_index = 0,
+                   .context = context,
+                   .output_counts = &counts,
+                   .allowed = &allowed};
+    const SampleResult r = Sample(in, absl::MakeSpan(logits));
+    EXPECT_EQ(r.token_id, 2);
+    EXPECT_EQ(logits[2], -std::numeric_limits<float>::infinity());  // the penalty overflowed
+    ASSERT_TRUE(r.logprob.has_value());
+    ASSERT_EQ(r.logprob->top.size(), 1u);
+    EXPECT_EQ(r.logprob->top[0].first, 2);  // -4 > -5: the likelier allowed token
+  }
+  // Without a penalty, greedy takes the best allowed token, not the best overall.
+  SamplingParams greedy{.temperature = 0.f};
+  std::vector<float> logits = {5.f, 4.f, -2.f, -1.f};
+  SampleInput in{.params = &greedy, .allowed = &allowed};
+  EXPECT_EQ(Sample(in, absl::MakeSpan(logits)).token_id, 3);
+}
+
+}  // namespace
+}  // namespace pagoda::engine

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -19,6 +20,9 @@
 
 namespace pagoda::tools {
 namespace {
+
+// What the shutdown may take beyond the drain timeout (stopping the servers and the engine).
+constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
 
 struct ServeFlags {
   std::string host = "0.0.0.0";
@@ -161,6 +165,14 @@ int RunServe(const ServeFlags& flags) {
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) ReloadTenants(flags, server->get());
   spdlog::info("received {}: draining", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  // The drain is bounded; so is the rest of the shutdown: should anything hold it past the
+  // drain and a grace period (an engine step that never returns), the process exits anyway.
+  std::thread([limit = flags.drain_timeout + kShutdownGrace] {
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(limit));
+    spdlog::error("shutdown did not finish within {}: exiting", absl::FormatDuration(limit));
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
   // Signals that come during the drain stay pending here (blocked, never delivered with their
   // default action): the drain runs to its end either way.
   const int64_t cut = (*server)->Drain();

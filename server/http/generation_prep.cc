@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/http/json_limits.h"
+#include "common/json_limits.h"
 #include "server/http/openai_request.h"
 
 namespace pagoda::server::http {
@@ -18,17 +18,24 @@ absl::StatusOr<nlohmann::json> ParseJsonBody(const std::string& body) {
 
 absl::StatusOr<std::string> AnswerJsonRoute(const engine::Engine& engine, const JsonRoute& route,
                                             const std::string& body, TokenBucket* bucket) {
-  absl::StatusOr<nlohmann::json> parsed = ParseJsonBody(body);
-  if (!parsed.ok()) return parsed.status();
-  absl::StatusOr<std::string> out = route(engine, *parsed);
-  if (out.ok() && bucket != nullptr) bucket->Charge((static_cast<int64_t>(out->size()) + 3) / 4);
-  return out;
+  try {
+    absl::StatusOr<nlohmann::json> parsed = ParseJsonBody(body);
+    if (!parsed.ok()) return parsed.status();
+    absl::StatusOr<std::string> out = route(engine, *parsed);
+    if (out.ok() && bucket != nullptr) bucket->Charge((static_cast<int64_t>(out->size()) + 3) / 4);
+    return out;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while answering this request");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("answering the request failed: ", e.what()));
+  }
 }
 
-PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const Caller& caller,
-                                     const std::string& body, std::function<void()> wake,
-                                     TokenReservation* tokens) {
-  PreparedGeneration p;
+namespace {
+
+PreparedGeneration Prepare(HttpContext& context, ApiKind kind, const Caller& caller,
+                           const std::string& body, std::function<void()> wake,
+                           TokenReservation* tokens, PreparedGeneration& p) {
   auto refuse = [&p](absl::Status status, std::optional<HttpError> answer = std::nullopt) {
     p.answer = answer.has_value() ? *std::move(answer) : ToHttpError(status);
     p.refused = std::move(status);
@@ -49,7 +56,8 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
   }
   if (parsed->tools.has_value()) {
     absl::StatusOr<std::optional<ToolCallParsing>> parsing =
-        ApplyChatTools(*parsed->tools, context.deps().engine->tool_call_format(), &parsed->request);
+        ApplyChatTools(*parsed->tools, context.deps().engine->tool_call_format(),
+                       context.deps().engine->max_prompt_bytes(), &parsed->request);
     if (!parsing.ok()) return refuse(parsing.status());
     p.tool_calls = *parsing;
   }
@@ -90,7 +98,34 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
     return refuse(absl::UnavailableError("the server is shutting down"));
   }
   p.registration = *id;
-  return p;
+  return std::move(p);
+}
+
+}  // namespace
+
+PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const Caller& caller,
+                                     const std::string& body, std::function<void()> wake,
+                                     TokenReservation* tokens) {
+  PreparedGeneration p;
+  // Whatever parsing, a grammar or a template throws ends this request with an error, never
+  // the preparation thread.
+  absl::Status failed;
+  try {
+    return Prepare(context, kind, caller, body, std::move(wake), tokens, p);
+  } catch (const std::bad_alloc&) {
+    failed = absl::ResourceExhaustedError("out of memory while preparing this request");
+  } catch (const std::exception& e) {
+    failed = absl::InternalError(absl::StrCat("preparing the request failed: ", e.what()));
+  }
+  if (p.link != nullptr) {  // submitted before it threw: the engine request is not left behind
+    p.link->Detach();
+    if (p.submitted.handle != 0) context.client().Abort(p.submitted.handle);
+  }
+  tokens->Settle();
+  PreparedGeneration refused;
+  refused.answer = ToHttpError(failed);
+  refused.refused = std::move(failed);
+  return refused;
 }
 
 }  // namespace pagoda::server::http

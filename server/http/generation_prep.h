@@ -1,5 +1,5 @@
 // The part of an HTTP generation that runs off the event loop, on the server's preparation
-// threads (HttpContext::Offload): the body's JSON checked against limits (json_limits.h)
+// threads (HttpContext::Offload): the body's JSON checked against limits (common/json_limits.h)
 // and parsed, the OpenAI request converted, the rate-limit tokens reserved, and the engine
 // submission (where the chat template renders and the prompt is tokenized). The connection
 // picks the result up on its own strand.

@@ -134,7 +134,10 @@ bool GenerationResponse::CutIfOverUnsentCap() {
   const int64_t cap = context_.options().max_unsent_bytes;
   if (cap <= 0 || phase_ != Phase::kRunning || writer_.closed()) return false;
   int64_t unsent = writer_.UnsentBytes();
-  for (const Sample& s : samples_) unsent += static_cast<int64_t>(s.held.size());
+  for (const Sample& s : samples_) {
+    unsent += static_cast<int64_t>(s.held.size());
+    if (s.logprobs.has_value()) unsent += s.logprobs->held_bytes();
+  }
   if (unsent <= cap) return false;
   const absl::Status cut = stream_
                                ? call_->CutAtUnsentCap(unsent, cap, "client is not reading")

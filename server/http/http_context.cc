@@ -4,25 +4,45 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_cpu.h"
+#include "spdlog/spdlog.h"
 
 namespace pagoda::server::http {
 
-absl::Status HttpContext::BusyError() {
-  return absl::UnavailableError(
-      absl::StrCat("server busy: ", kMaxPendingJobs, " requests are being prepared"));
-}
-
-bool HttpContext::Offload(std::function<void()> job) {
-  if (workers_ == nullptr) return false;
-  if (pending_jobs_.fetch_add(1) >= kMaxPendingJobs) {
-    pending_jobs_.fetch_sub(1);
-    return false;
+absl::Status HttpContext::Offload(const std::string& tenant, std::function<void()> job) {
+  if (workers_ == nullptr) return absl::UnavailableError("server busy: no preparation threads");
+  {
+    MutexLock lock(&jobs_mu_);
+    if (pending_jobs_ >= kMaxPendingJobs) {
+      return absl::UnavailableError(
+          absl::StrCat("server busy: ", kMaxPendingJobs, " requests are being prepared"));
+    }
+    int32_t& mine = pending_by_tenant_[tenant];
+    if (mine >= kMaxPendingJobsPerTenant) {
+      return absl::ResourceExhaustedError(absl::StrCat("tenant \"", TenantLabel(tenant), "\" has ",
+                                                       mine, " requests being prepared; at most ",
+                                                       kMaxPendingJobsPerTenant));
+    }
+    ++mine;
+    ++pending_jobs_;
   }
-  boost::asio::post(*workers_, [this, job = std::move(job)] {
-    job();
-    pending_jobs_.fetch_sub(1);
+  boost::asio::post(*workers_, [this, tenant, job = std::move(job)] {
+    const int64_t start = ThreadCpuMicros();
+    try {
+      job();
+    } catch (const std::exception& e) {
+      spdlog::error("a preparation job failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("a preparation job failed with an unknown exception");
+    }
+    if (deps_.metrics != nullptr) {
+      deps_.metrics->ForTenant(tenant).preparation_cpu_us += ThreadCpuMicros() - start;
+    }
+    MutexLock lock(&jobs_mu_);
+    --pending_jobs_;
+    if (--pending_by_tenant_[tenant] == 0) pending_by_tenant_.erase(tenant);
   });
-  return true;
+  return absl::OkStatus();
 }
 
 std::optional<uint64_t> HttpContext::Register(std::shared_ptr<GenerationLink> link,

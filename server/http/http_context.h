@@ -79,12 +79,15 @@ class HttpContext {
   // The preparation threads (JSON parsing, chat templates, tokenizing: never on the event
   // loop); set once by the server before it accepts connections.
   void set_workers(boost::asio::thread_pool* workers) { workers_ = workers; }
-  // Runs `job` on the preparation threads; false (and `job` dropped) when kMaxPendingJobs
-  // are queued or running already.
-  bool Offload(std::function<void()> job);
+  // Runs `job` on the preparation threads for engine tenant `tenant`, its CPU time counted
+  // in the tenant's metrics (preparation_cpu_us). Refused (and `job` dropped) when
+  // kMaxPendingJobs are queued or running already (Unavailable "server busy: ..."), or
+  // kMaxPendingJobsPerTenant of them are the tenant's (ResourceExhausted, naming it): one
+  // tenant never holds the whole queue. An exception `job` lets out is logged and dropped;
+  // jobs answer their own failures.
+  absl::Status Offload(const std::string& tenant, std::function<void()> job);
   static constexpr int32_t kMaxPendingJobs = 64;
-  // The refusal when Offload is full: Unavailable "server busy: ...".
-  static absl::Status BusyError();
+  static constexpr int32_t kMaxPendingJobsPerTenant = kMaxPendingJobs / 2;
 
   // Records a generation in flight; returns its registration id, or nullopt after CutAll
   // (the server is going away: the caller aborts what it submitted).
@@ -110,7 +113,9 @@ class HttpContext {
   const int64_t created_ = absl::ToUnixSeconds(absl::Now());
   std::atomic<bool> draining_{false};
   boost::asio::thread_pool* workers_ = nullptr;
-  std::atomic<int32_t> pending_jobs_{0};
+  Mutex jobs_mu_;
+  int32_t pending_jobs_ ABSL_GUARDED_BY(jobs_mu_) = 0;
+  std::map<std::string, int32_t> pending_by_tenant_ ABSL_GUARDED_BY(jobs_mu_);
   mutable Mutex mu_;
   bool cut_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

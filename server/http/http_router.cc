@@ -159,16 +159,17 @@ void HttpRouter::HandleJsonRoute(const Request& req, const JsonRoute& route, boo
   // Off the event loop, like a generation's preparation; `post` keeps the connection (and
   // so this router) alive until the answer is back on its strand.
   std::shared_ptr<TokenBucket> charged = rate_limited ? caller->bucket : nullptr;
-  const bool offloaded =
-      context_.Offload([this, post = writer_.Poster(), route, body = req.body(), charged] {
-        absl::StatusOr<std::string> out =
-            AnswerJsonRoute(*context_.deps().engine, route, body, charged.get());
-        post([this, out = std::move(out)] {
-          if (!out.ok()) return writer_.RespondError(ToHttpError(out.status()));
-          writer_.Respond(200, "application/json", *out);
-        });
-      });
-  if (!offloaded) writer_.RespondError(ToHttpError(HttpContext::BusyError()));
+  const absl::Status offloaded =
+      context_.Offload(caller->tenant->engine.name,
+                       [this, post = writer_.Poster(), route, body = req.body(), charged] {
+                         absl::StatusOr<std::string> out =
+                             AnswerJsonRoute(*context_.deps().engine, route, body, charged.get());
+                         post([this, out = std::move(out)] {
+                           if (!out.ok()) return writer_.RespondError(ToHttpError(out.status()));
+                           writer_.Respond(200, "application/json", *out);
+                         });
+                       });
+  if (!offloaded.ok()) writer_.RespondError(ToHttpError(offloaded));
 }
 
 void HttpRouter::HandleGeneration(const Request& req, ApiKind kind, absl::Time start) {
@@ -194,13 +195,14 @@ void HttpRouter::HandleGeneration(const Request& req, ApiKind kind, absl::Time s
   ResponseWriter::Post post = writer_.Poster();
   auto wake = [this, post] { post([this] { OnWake(); }); };
   TokenReservation* tokens = &call->tokens();
-  const bool offloaded =
-      context_.Offload([this, post, kind, call, tokens, caller = *caller, body = req.body(), wake] {
+  const absl::Status offloaded = context_.Offload(
+      caller->tenant->engine.name,
+      [this, post, kind, call, tokens, caller = *caller, body = req.body(), wake] {
         auto prepared = std::make_shared<PreparedGeneration>(
             PrepareGeneration(context_, kind, caller, body, wake, tokens));
         post([this, kind, call, prepared] { StartGeneration(kind, call, std::move(*prepared)); });
       });
-  if (!offloaded) RefuseGeneration(*call, HttpContext::BusyError());
+  if (!offloaded.ok()) RefuseGeneration(*call, offloaded);
 }
 
 bool HttpRouter::IsGenerationRoute(const Request& req) const {

@@ -31,8 +31,20 @@ TokenBytesFn TokenBytesOf(const engine::Engine& engine) {
 ChoiceLogprobs::ChoiceLogprobs(ApiKind kind, TokenBytesFn token_bytes)
     : kind_(kind), token_bytes_(std::move(token_bytes)) {}
 
+namespace {
+
+// About what a token's entry takes in the response: the JSON around it and each of its
+// top_logprobs (a token's text averages a few bytes; chat's "bytes" arrays double it).
+int64_t EstimatedBytes(const engine::TokenLogprob& lp) {
+  constexpr int64_t kEntryBytes = 64;
+  return kEntryBytes * (1 + static_cast<int64_t>(lp.top.size()));
+}
+
+}  // namespace
+
 void ChoiceLogprobs::Add(const std::vector<engine::TokenLogprob>& tokens) {
   pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+  for (const engine::TokenLogprob& lp : tokens) held_bytes_ += EstimatedBytes(lp);
 }
 
 void ChoiceLogprobs::Add(const SampleDelta& delta) {
@@ -101,6 +113,7 @@ json ChoiceLogprobs::Take(std::string_view text, bool all) {
     offset_ += CodePoints(std::string_view(unclaimed_).substr(0, claimed));
     unclaimed_.erase(0, claimed);
     taken.push_back(TokenJson(lp, offset));
+    held_bytes_ -= EstimatedBytes(lp);
     pending_.pop_front();
   }
   if (taken.empty()) return nullptr;

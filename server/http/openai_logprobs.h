@@ -52,6 +52,9 @@ class ChoiceLogprobs {
   // `text` (sent now); with `all` (the choice ended), every token left. Null when that is no
   // token.
   nlohmann::json Take(std::string_view text, bool all);
+  // About the bytes the tokens not yet given out will take in the response (what the
+  // unsent-bytes cap counts of them while they wait, e.g. a whole non-streamed answer).
+  int64_t held_bytes() const { return held_bytes_; }
 
  private:
   nlohmann::json TokenJson(const engine::TokenLogprob& lp, int64_t offset) const;
@@ -63,6 +66,7 @@ class ChoiceLogprobs {
   size_t echo_left_ = 0;                      // bytes of echoed text not yet sent
   std::string unclaimed_;                     // text sent beyond the tokens given out
   int64_t offset_ = 0;                        // code points of the text the given-out tokens cover
+  int64_t held_bytes_ = 0;                    // held_bytes()
 };
 
 // choices[i].Take(text, all), or null when `choices` is empty (no logprobs requested).

@@ -134,14 +134,25 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field,
 
 absl::StatusOr<std::optional<ToolCallParsing>> ApplyChatTools(const ChatToolsRequest& tools,
                                                               chat::ToolCallFormat format,
+                                                              int64_t max_tools_bytes,
                                                               engine::GenerationRequest* r) {
   using Choice = ChatToolsRequest::Choice;
   r->chat_tools =
       std::make_shared<const nlohmann::ordered_json>(chat::ToolsTemplateJson(tools.tools));
+  // The tools count toward the prompt (the engine's check, RenderChecked): refused here
+  // already, before their grammar costs anything.
+  const size_t tools_bytes =
+      r->chat_tools->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
+  if (static_cast<int64_t>(tools_bytes) > max_tools_bytes) {
+    return Bad("tools", absl::StrCat("have ", tools_bytes, " bytes as JSON; at most ",
+                                     max_tools_bytes, " are accepted (max_prompt_bytes)"));
+  }
   if (tools.choice == Choice::kNone) return std::nullopt;
+  auto offered = std::make_shared<chat::OfferedTools>();
+  for (const chat::ToolDefinition& t : tools.tools) offered->insert(t.name);
   if (tools.choice == Choice::kAuto) {
     if (format == chat::ToolCallFormat::kNone) return std::nullopt;
-    return ToolCallParsing{format, tools.parallel};
+    return ToolCallParsing{format, tools.parallel, std::move(offered)};
   }
   if (format == chat::ToolCallFormat::kNone) {
     return Bad("tool_choice",
@@ -161,13 +172,14 @@ absl::StatusOr<std::optional<ToolCallParsing>> ApplyChatTools(const ChatToolsReq
       chat::BuildToolCallGrammar(format, tools.tools, options);
   if (!g.ok()) return g.status();
   r->sampling.grammar = *std::move(g);
-  return ToolCallParsing{format, options.parallel};
+  return ToolCallParsing{format, options.parallel, std::move(offered)};
 }
 
 json AssistantMessage(const std::string& text, const std::optional<ToolCallParsing>& parsing,
                       const chat::ToolCallIdSource& ids, std::string* finish_reason) {
   if (!parsing.has_value()) return {{"role", "assistant"}, {"content", text}};
-  chat::ParsedToolCalls parsed = chat::ParseToolCalls(parsing->format, text, ids);
+  chat::ParsedToolCalls parsed =
+      chat::ParseToolCalls(parsing->format, text, ids, parsing->offered.get());
   if (!parsing->parallel && parsed.tool_calls.size() > 1) parsed.tool_calls.resize(1);
   json message = {{"role", "assistant"}, {"content", parsed.content}};
   if (parsed.tool_calls.empty()) return message;
@@ -186,7 +198,7 @@ json AssistantMessage(const std::string& text, const std::optional<ToolCallParsi
 
 ToolCallStreams::ToolCallStreams(ToolCallParsing parsing, int32_t n, chat::ToolCallIdSource ids)
     : parallel_(parsing.parallel), called_(n, false) {
-  for (int32_t i = 0; i < n; ++i) parsers_.emplace_back(parsing.format, ids);
+  for (int32_t i = 0; i < n; ++i) parsers_.emplace_back(parsing.format, ids, parsing.offered);
 }
 
 chat::ToolCallStreamDelta ToolCallStreams::Next(size_t i, std::string_view text, bool at_end) {

@@ -5,6 +5,7 @@
 // assistant message with the calls parsed out of the output (chat/tool_calls.h).
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,6 +52,8 @@ absl::Status ParseMessageToolFields(const nlohmann::json& message, const std::st
 struct ToolCallParsing {
   chat::ToolCallFormat format = chat::ToolCallFormat::kNone;
   bool parallel = true;
+  // The tools the request offered: a call to any other function stays content.
+  std::shared_ptr<const chat::OfferedTools> offered;
 };
 
 // Puts `tools` into `request` for a model writing calls in `format`: the template's tools
@@ -58,9 +61,12 @@ struct ToolCallParsing {
 // how to parse the output's calls, std::nullopt when it is not parsed (kNone, or a
 // model whose format is kNone). InvalidArgument for a forced choice on a template with no
 // recognised tool-call format, with a response_format grammar, or with a parameter schema
-// the grammar compiler refuses (naming the tool and the keyword).
+// the grammar compiler refuses (naming the tool and the keyword), and for tools whose JSON
+// is over `max_tools_bytes` (the prompt limit they count toward), checked before any
+// grammar is built.
 absl::StatusOr<std::optional<ToolCallParsing>> ApplyChatTools(const ChatToolsRequest& tools,
                                                               chat::ToolCallFormat format,
+                                                              int64_t max_tools_bytes,
                                                               engine::GenerationRequest* request);
 
 // A chat choice's message for the output `text`: {"role": "assistant", "content": text}, or

@@ -1,10 +1,11 @@
-#include "server/http/json_limits.h"
+#include "common/json_limits.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace pagoda::server::http {
+namespace pagoda {
 
-absl::Status CheckJsonLimits(std::string_view body, const JsonLimits& limits) {
+absl::Status CheckJsonLimits(std::string_view body, const JsonLimits& limits,
+                             absl::string_view what) {
   int32_t depth = 0;
   int64_t values = 0;
   bool in_string = false;
@@ -25,7 +26,7 @@ absl::Status CheckJsonLimits(std::string_view body, const JsonLimits& limits) {
       case '[':
       case '{':
         if (++depth > limits.max_depth) {
-          return absl::InvalidArgumentError(absl::StrCat("body: JSON nests deeper than ",
+          return absl::InvalidArgumentError(absl::StrCat(what, ": JSON nests deeper than ",
                                                          limits.max_depth, " arrays and objects"));
         }
         ++values;
@@ -42,10 +43,10 @@ absl::Status CheckJsonLimits(std::string_view body, const JsonLimits& limits) {
     }
     if (values > limits.max_values) {
       return absl::InvalidArgumentError(
-          absl::StrCat("body: JSON holds more than ", limits.max_values, " values"));
+          absl::StrCat(what, ": JSON holds more than ", limits.max_values, " values"));
     }
   }
   return absl::OkStatus();
 }
 
-}  // namespace pagoda::server::http
+}  // namespace pagoda
