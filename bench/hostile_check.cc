@@ -89,13 +89,16 @@ Outcome PostJson(const Target& t, const std::string& path, const std::string& bo
   return o;
 }
 
+// A stub that may send messages up to the server's 64 MiB.
+std::unique_ptr<pagoda::v1::Generation::Stub> Stub(const Target& t) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64 << 20);
+  return pagoda::v1::Generation::NewStub(
+      grpc::CreateCustomChannel(t.grpc, grpc::InsecureChannelCredentials(), args));
+}
+
 Outcome GrpcGenerate(const Target& t, const std::string& schema) {
-  auto channel = grpc::CreateCustomChannel(t.grpc, grpc::InsecureChannelCredentials(), [] {
-    grpc::ChannelArguments args;
-    args.SetMaxSendMessageSize(64 << 20);
-    return args;
-  }());
-  auto stub = pagoda::v1::Generation::NewStub(channel);
+  auto stub = Stub(t);
   pagoda::v1::GenerateRequest req;
   req.set_prompt("Once upon a time");
   req.set_max_tokens(16);
@@ -113,12 +116,7 @@ Outcome GrpcGenerate(const Target& t, const std::string& schema) {
 }
 
 Outcome GrpcDetokenize(const Target& t, int64_t ids) {
-  auto channel = grpc::CreateCustomChannel(t.grpc, grpc::InsecureChannelCredentials(), [] {
-    grpc::ChannelArguments args;
-    args.SetMaxSendMessageSize(64 << 20);
-    return args;
-  }());
-  auto stub = pagoda::v1::Generation::NewStub(channel);
+  auto stub = Stub(t);
   pagoda::v1::DetokenizeRequest req;
   for (int64_t i = 0; i < ids; ++i) req.add_token_ids(65);
   pagoda::v1::DetokenizeResponse resp;

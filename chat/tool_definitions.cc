@@ -46,13 +46,14 @@ nlohmann::ordered_json Canonical(const nlohmann::json& j) {
           sources.push_back(&*it);
         }
       }
-      for (const auto& [key, value] : from->items()) {
+      for (auto it = from->begin(); it != from->end(); ++it) {
+        const std::string& key = it.key();
         if (std::find_if(std::begin(kFirst), std::end(kFirst),
                          [&](const char* first) { return key == first; }) != std::end(kFirst)) {
           continue;
         }
         members.emplace_back(key, nullptr);
-        sources.push_back(&value);
+        sources.push_back(&it.value());
       }
       for (size_t i = 0; i < members.size(); ++i) todo.emplace_back(sources[i], &members[i].second);
     } else {

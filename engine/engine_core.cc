@@ -189,7 +189,8 @@ absl::StatusOr<std::unique_ptr<Engine::Core>> Engine::Core::Create(
 void Engine::Core::Add(std::unique_ptr<Sequence> seq) {
   Sequence* raw = seq.get();
   // Never from the request body: the tenant is the authenticated caller.
-  raw->cache_root = kv_->hasher().Root(absl::StrCat(cache_salt_, raw->request.tenant));
+  raw->cache_root =
+      kv_->hasher().Root(PrefixSalt(cache_salt_, raw->request.tenant, raw->request.cache_salt));
   requests_[RequestOfSeq(raw->id)] =
       RequestState{.unfinished = 1 + raw->pending_forks, .live = {raw->id}};
   seqs_[raw->id] = std::move(seq);

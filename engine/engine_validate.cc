@@ -87,6 +87,10 @@ absl::Status Engine::Validate(const GenerationRequest& r, const KvLimit& limit,
   const int32_t context = core_->model_config().context_length;
   // Cheap checks first: nothing is tokenized for a request they reject.
   RETURN_IF_ERROR(ValidateRequestId(r.request_id));
+  if (r.cache_salt.size() > kMaxCacheSaltBytes) {
+    return Invalid("cache_salt", absl::StrCat("has ", r.cache_salt.size(), " bytes; at most ",
+                                              kMaxCacheSaltBytes));
+  }
   if (!r.prompt.empty() && !r.prompt_token_ids.empty()) {
     return Invalid("prompt", "give either prompt or prompt_token_ids, not both");
   }

@@ -146,7 +146,8 @@ void KvCapacity::TakeBlocks(Sequence* seq, absl::Span<const BlockHash> cached,
     kv_->TakeCached(seq->id, cached);
     seq->num_computed = static_cast<int32_t>(cached.size()) * kv_->block_size();
   }
-  if (kv_->prefix_caching() && !swapped) {  // the others start from scratch
+  // Swapped sequences and those that skip the cache (cache_prompt false) look nothing up.
+  if (kv_->prefix_caching() && !swapped && seq->request.cache_prompt) {
     prefix_cache_queries_ += seq->num_tokens();
     prefix_cache_hits_ += seq->num_computed;
   }

@@ -58,6 +58,16 @@ uint64_t Sip(uint64_t k0, uint64_t k1, absl::Span<const uint64_t> words, uint64_
 
 }  // namespace
 
+std::string PrefixSalt(std::string_view model, std::string_view tenant,
+                       std::string_view request_salt) {
+  std::string out(model);
+  out += std::to_string(tenant.size()) + ":";
+  out += tenant;
+  out += std::to_string(request_salt.size()) + ":";
+  out += request_salt;
+  return out;
+}
+
 PrefixHasher::PrefixHasher() {
   std::random_device rd;
   k0_ = (uint64_t{rd()} << 32) ^ rd();

@@ -1,10 +1,12 @@
 // Hashes that name the contents of full KV blocks for the prefix cache. A block's hash is
 // chained from its parent's (the block before it in the sequence), so equal hashes mean
 // equal token prefixes under an equal salt. The first block's parent is the root hash of
-// the salt (tenant and model), so different tenants never share a block.
+// the salt (model, tenant and the request's own cache_salt), so different tenants, or
+// salts, never share a block.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/types/span.h"
@@ -22,6 +24,12 @@ struct BlockHash {
     return H::combine(std::move(h), b.hi, b.lo);
   }
 };
+
+// The salt of a request's root hash: the model's (`model`: architecture, shapes, KV type),
+// its tenant's and its own (GenerationRequest::cache_salt, "" for none), each length-prefixed
+// so no two (tenant, salt) pairs give one salt.
+std::string PrefixSalt(std::string_view model, std::string_view tenant,
+                       std::string_view request_salt);
 
 // Keyed SipHash-2-4 (run twice for 128 bits). The key is secret and random per process, so
 // no client can craft token ids whose hash collides with another prompt's.

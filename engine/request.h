@@ -100,12 +100,22 @@ struct GenerationRequest {
   // The authenticated tenant (set by the server, never from the request body); "" is the
   // anonymous tenant. Also the key of anything shared between requests (prefix cache salt).
   std::string tenant;
+  // The prefix cache for this request (llama.cpp's `cache_prompt`): false, it reuses no
+  // cached block and leaves none for later requests (its own samples still share its
+  // prompt's blocks).
+  bool cache_prompt = true;
+  // vLLM's `cache_salt`: blocks this request caches are found only by requests of the same
+  // tenant with the same salt, so users of one tenant cannot probe each other's prompts by
+  // timing. At most kMaxCacheSaltBytes; "" is the tenant's shared cache.
+  std::string cache_salt;
   // Called by Engine::Submit once the request is validated and before it is queued, on the
   // submitting thread with no engine lock held; an error refuses the request with that
   // status. The server reserves the tenant's rate-limit tokens here
   // (server/token_reservation.h). Not kept after Submit returns.
   std::function<absl::Status(const TokenCost&)> admit;
 };
+
+inline constexpr size_t kMaxCacheSaltBytes = 256;
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 // "stop", "length", "abort", "error" or "" for kNone.

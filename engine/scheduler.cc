@@ -187,7 +187,7 @@ void Scheduler::ScheduleWaiting(SchedulerOutput* out, int32_t* budget) {
     // A sequence starting from scratch first looks for its full blocks in the prefix cache,
     // never its last token (the step must compute something to yield logits).
     int32_t hit = 0;
-    if (seq->num_computed == 0 && config_.kv_cache) {
+    if (seq->num_computed == 0 && config_.kv_cache && seq->request.cache_prompt) {
       // Prompt logprobs need the logits of positions not done yet: those are computed.
       int32_t max_hit = seq->num_tokens() - 1;
       if (seq->prompt_logprobs_next < seq->prompt_logprobs_end()) {
@@ -327,7 +327,7 @@ void Scheduler::OnStepDone(const SchedulerOutput& output) {
     Sequence* seq = c.seq;
     seq->num_computed += c.num_tokens;
     capacity_.tenant(seq->tenant_index).served_tokens += c.num_tokens;
-    if (kv_->prefix_caching()) {
+    if (kv_->prefix_caching() && seq->request.cache_prompt) {
       // Blocks it just filled become reusable by later sequences.
       const int32_t full = seq->num_computed / kv_->block_size();
       kv_->HashBlocks(seq->cache_root, seq->tokens, full, &seq->block_hashes);

@@ -34,9 +34,13 @@ namespace {
 using pagoda::fuzz::Check;
 namespace grammar = pagoda::grammar;
 
-constexpr size_t kMaxElements = size_t{1} << 16;
+// Small limits, so that every shape reaches them at a fuzzer's pace (thousands of inputs a
+// second would be ideal; each input's cost is bounded by these).
+constexpr size_t kMaxElements = size_t{1} << 14;
 constexpr grammar::MatcherLimits kLimits{
-    .max_heads = 512, .max_steps_per_byte = int64_t{1} << 14, .max_steps_per_mask = 1 << 17};
+    .max_heads = 256, .max_steps_per_byte = int64_t{1} << 12, .max_steps_per_mask = 1 << 14};
+// Output bytes matched (each with a mask before it).
+constexpr size_t kMaxOutput = 8;
 
 // Draws from the input's front; zeros once it is used up.
 class Gen {
@@ -105,7 +109,7 @@ std::string GbnfShape(Gen& g, int kind) {
       return "root ::= " + core + " \"b\"?\n";
     }
     default: {  // many alternatives sharing a prefix
-      const int count = g.Range(1, 3000);
+      const int count = g.Range(1, 600);
       t = "root ::= ";
       for (int i = 0; i < count; ++i) absl::StrAppend(&t, i ? " | " : "", "\"k", i, "\" [a-z]?");
       return t + "\n";
@@ -113,7 +117,8 @@ std::string GbnfShape(Gen& g, int kind) {
   }
 }
 
-nlohmann::json SchemaShape(Gen& g, int kind) {
+// `scale` divides the sizes (a tool list holds several).
+nlohmann::json SchemaShape(Gen& g, int kind, int scale = 1) {
   using nlohmann::json;
   switch (kind) {
     case 0: {  // a long type list, repeats included, with large counts
@@ -122,10 +127,12 @@ nlohmann::json SchemaShape(Gen& g, int kind) {
       json types = json::array();
       const int n = g.Range(1, 40);
       for (int i = 0; i < n; ++i) types.push_back(kTypes[g.Range(0, 6)]);
-      return {{"type", types}, {"maxLength", g.Range(0, 2048)}, {"maxItems", g.Range(0, 2048)}};
+      return {{"type", types},
+              {"maxLength", g.Range(0, 600 / scale)},
+              {"maxItems", g.Range(0, 600 / scale)}};
     }
     case 1: {  // $defs chain of anyOf's of identical $refs
-      const int depth = g.Range(1, 48);
+      const int depth = g.Range(1, 48 / scale);
       const int width = g.Range(1, 4);
       json defs = json::object();
       for (int i = 0; i < depth; ++i) {
@@ -151,8 +158,8 @@ nlohmann::json SchemaShape(Gen& g, int kind) {
     }
     default: {  // a large enum of values sharing prefixes, repeats included
       json values = json::array();
-      const int n = g.Range(1, 6000);
-      const int modulo = g.Range(1, 6000);
+      const int n = g.Range(1, 800 / scale);
+      const int modulo = g.Range(1, 800 / scale);
       for (int i = 0; i < n; ++i) values.push_back(absl::StrCat("v-", i % modulo));
       if (g.Coin()) return {{"type", "object"}, {"properties", {{"c", {{"enum", values}}}}}};
       return {{"enum", values}};
@@ -241,10 +248,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     prefix = "json schema: ";
   } else {  // several tools, each one of the schema shapes, joined under one budget
     nlohmann::json tools = nlohmann::json::array();
-    const int n = g.Range(1, 24);
+    const int n = g.Range(1, 6);
     for (int i = 0; i < n; ++i) {
       nlohmann::json parameters = {{"type", "object"},
-                                   {"properties", {{"p", SchemaShape(g, g.Range(0, 3))}}}};
+                                   {"properties", {{"p", SchemaShape(g, g.Range(0, 3), 8)}}}};
       tools.push_back({{"type", "function"},
                        {"function", {{"name", absl::StrCat("f", i)}, {"parameters", parameters}}}});
     }
@@ -261,6 +268,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(compiled.status().message().substr(0, prefix.size()) == prefix, "refusal prefix");
     return 0;
   }
-  Drive(*compiled, g.Rest());
+  Drive(*compiled, g.Rest().substr(0, kMaxOutput));
   return 0;
 }

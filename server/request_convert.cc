@@ -63,6 +63,8 @@ absl::StatusOr<engine::GenerationRequest> ToEngineRequest(const internal::RawGen
   r.stop.assign(raw.stop().begin(), raw.stop().end());
   r.stop_token_ids.assign(raw.stop_token_ids().begin(), raw.stop_token_ids().end());
   r.ignore_eos = raw.ignore_eos();
+  if (raw.has_cache_prompt()) r.cache_prompt = raw.cache_prompt();
+  r.cache_salt = raw.cache_salt();
   r.parse_special = !raw.has_parse_special() || raw.parse_special();
   r.priority = raw.priority();
   if (raw.has_n()) r.n = raw.n();

@@ -2,6 +2,7 @@
 // sampling parameters every sample ends at an end-of-generation token the grammar allowed,
 // and its text parses and validates against the schema (tests/json_schema_checker.h),
 // greedy or sampled, one sample or several (forked from one prompt).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,31 +135,40 @@ TEST(EngineGrammarTest, JsonObjectParses) {
   }
 }
 
-// A grammar that goes over its limits only after 30 bytes: 30 "a"s, then 2^8 distinct parse
-// stacks (over max_heads = 64). The first mask (at intake) sees no further than a token
-// spells, so the request is accepted; the mask that steps past the last "a" fails.
-std::string LateAmbiguousGrammar() {
-  std::string text = absl::StrCat("root ::= \"", std::string(30, 'a'), "\" l0\n");
+// `root ::= "PREFIX" l0` over 2^8 distinct parse stacks (l_i ::= l_i+1 "1" | l_i+1 "2"):
+// over max_heads = 64 as soon as l0 is expanded. With 30 "a"s before it the limit is met
+// only mid-generation (the first mask, at intake, sees no further than a token spells);
+// with none, at the start.
+std::shared_ptr<const grammar::Grammar> AmbiguousAfter(const std::string& prefix) {
+  std::string text = absl::StrCat("root ::= \"", prefix, "\" l0\n");
+  if (prefix.empty()) text = "root ::= l0\n";
   for (int i = 0; i < 8; ++i) {
     absl::StrAppend(&text, "l", i, " ::= l", i + 1, " \"1\" | l", i + 1, " \"2\"\n");
   }
-  return text + "l8 ::= \"c\"\n";
+  auto grammar = grammar::CompileGbnf(text + "l8 ::= \"c\"\n");
+  EXPECT_TRUE(grammar.ok()) << grammar.status();
+  return grammar.ok() ? *grammar : nullptr;
+}
+
+// A stories engine whose grammars may have 64 parse positions a byte.
+std::unique_ptr<Engine> SmallHeadsEngine() {
+  EngineConfig config;
+  config.grammar_limits.max_heads = 64;
+  return testing::StoriesEngine(config);
 }
 
 // Issue 44, findings 1 and 9: a grammar over its limits mid-generation ends its own request
 // with an error naming the limit (never a "stop" on text the grammar did not accept), and a
 // request beside it runs to its end; every block is free after.
 TEST(EngineGrammarTest, GrammarOverItsLimitsEndsOnlyItsRequest) {
-  auto grammar = grammar::CompileGbnf(LateAmbiguousGrammar());
-  ASSERT_TRUE(grammar.ok()) << grammar.status();
-  EngineConfig config;
-  config.grammar_limits.max_heads = 64;
-  auto engine = testing::StoriesEngine(config);
+  const std::shared_ptr<const grammar::Grammar> grammar = AmbiguousAfter(std::string(30, 'a'));
+  ASSERT_NE(grammar, nullptr);
+  auto engine = SmallHeadsEngine();
   GenerationRequest constrained;
   constrained.prompt = "Once upon a time";
   constrained.max_tokens = 100;
   constrained.sampling.temperature = 0.f;
-  constrained.sampling.grammar = *grammar;
+  constrained.sampling.grammar = grammar;
   GenerationRequest beside;
   beside.prompt = "Once upon a time";
   beside.max_tokens = 60;
@@ -183,19 +193,13 @@ TEST(EngineGrammarTest, GrammarOverItsLimitsEndsOnlyItsRequest) {
 // A grammar over its limits at its start is refused by Submit, on the caller's thread:
 // nothing reaches the engine.
 TEST(EngineGrammarTest, GrammarOverItsLimitsAtItsStartIsRefusedAtSubmit) {
-  std::string text = "root ::= l0\n";
-  for (int i = 0; i < 8; ++i) {
-    absl::StrAppend(&text, "l", i, " ::= l", i + 1, " \"1\" | l", i + 1, " \"2\"\n");
-  }
-  auto grammar = grammar::CompileGbnf(text + "l8 ::= \"c\"\n");
-  ASSERT_TRUE(grammar.ok()) << grammar.status();
-  EngineConfig config;
-  config.grammar_limits.max_heads = 64;
-  auto engine = testing::StoriesEngine(config);
+  const std::shared_ptr<const grammar::Grammar> grammar = AmbiguousAfter("");
+  ASSERT_NE(grammar, nullptr);
+  auto engine = SmallHeadsEngine();
   GenerationRequest r;
   r.prompt = "Once upon a time";
   r.max_tokens = 10;
-  r.sampling.grammar = *grammar;
+  r.sampling.grammar = grammar;
   auto submitted = engine->Submit(std::move(r), std::make_shared<CollectingSink>());
   ASSERT_FALSE(submitted.ok());
   EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument);

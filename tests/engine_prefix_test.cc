@@ -153,6 +153,42 @@ TEST(EnginePrefixTest, AnotherTenantsExactPromptGetsNoCachedTokens) {
   EXPECT_TRUE(testing::WaitForIdle(*engine));
 }
 
+// Issue 50: cache_prompt false neither reuses cached blocks nor leaves any; cache_salt
+// splits one tenant's cache (a salt finds only its own blocks, and the unsalted cache is
+// another). The outputs stay the same whatever the cache does.
+TEST(EnginePrefixTest, CachePromptOffAndCacheSaltsKeepBlocksApart) {
+  auto engine = testing::StoriesEngine({.block_size = 4});
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> prompt = StoryPrompts(*engine)[0];
+  const auto n = static_cast<int32_t>(prompt.size());
+  const int32_t full = (n - 1) / 4 * 4;
+  auto with = [&](bool cache_prompt, const std::string& salt) {
+    GenerationRequest r = Greedy(prompt, 8, "a");
+    r.cache_prompt = cache_prompt;
+    r.cache_salt = salt;
+    return testing::RunOne(*engine, std::move(r));
+  };
+  const CollectedOutput uncached = with(false, "");
+  EXPECT_EQ(uncached.usage.cached_tokens, 0);
+  const CollectedOutput first = with(true, "");  // nothing was left by the uncached one
+  EXPECT_EQ(first.usage.cached_tokens, 0);
+  EXPECT_EQ(with(false, "").usage.cached_tokens, 0);  // the cache holds it, unused
+  EXPECT_EQ(with(true, "").usage.cached_tokens, full);
+  EXPECT_EQ(with(true, "alice").usage.cached_tokens, 0);
+  EXPECT_EQ(with(true, "bob").usage.cached_tokens, 0);
+  const CollectedOutput again = with(true, "alice");
+  EXPECT_EQ(again.usage.cached_tokens, full);
+  EXPECT_EQ(uncached.token_ids, first.token_ids);
+  EXPECT_EQ(again.token_ids, first.token_ids);
+  // A salt over the limit is refused at Submit, naming the field.
+  GenerationRequest long_salt = Greedy(prompt, 8, "a");
+  long_salt.cache_salt = std::string(engine::kMaxCacheSaltBytes + 1, 's');
+  auto refused = engine->Submit(std::move(long_salt), std::make_shared<engine::CollectingSink>());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "cache_salt: has 257 bytes; at most 256");
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
 TEST(EnginePrefixTest, AbortedSequenceLeavesItsFullBlocksCached) {
   auto engine = testing::StoriesEngine({.block_size = 4, .max_seqs = 1});
   ASSERT_NE(engine, nullptr);

@@ -259,6 +259,140 @@ TEST_F(HttpOpenAiTest, PastTheContextIsContextLengthExceeded) {
   EXPECT_EQ(other.ErrorCode(), "invalid_request") << other.body;
 }
 
+// Issue 50, finding 1: /v1/completions refused a prompt array. Now each prompt is a request
+// of its own and choice i * n + j is prompt i's sample j (as OpenAI): greedy, each choice
+// equals the prompt sent alone; usage sums them; streamed the same; echo per prompt; a bad
+// prompt refuses the whole request, naming it, and leaves nothing running.
+TEST_F(HttpOpenAiTest, PromptArraysGiveOneChoicePerPromptAndSample) {
+  StartServer();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog",
+                                            "Lily saw a bird"};
+  auto alone = [&](const json& prompt) {
+    const Response r =
+        Post("/v1/completions", {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json();
+  };
+  std::vector<json> singles;
+  int prompt_tokens = 0;
+  for (const std::string& p : prompts) {
+    singles.push_back(alone(p));
+    prompt_tokens += singles.back()["usage"]["prompt_tokens"].get<int>();
+  }
+  const json body = {{"prompt", prompts}, {"max_tokens", 6}, {"temperature", 0}, {"n", 2}};
+  const Response whole = Post("/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json out = whole.Json();
+  ASSERT_EQ(out["choices"].size(), 6u);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      const json& c = out["choices"][i * 2 + j];
+      EXPECT_EQ(c["index"], i * 2 + j);
+      EXPECT_EQ(c["text"], singles[i]["choices"][0]["text"]) << i << " " << j;
+      EXPECT_EQ(c["finish_reason"], singles[i]["choices"][0]["finish_reason"]);
+    }
+  }
+  EXPECT_EQ(out["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(out["usage"]["completion_tokens"], 6 * 6);
+
+  // Streamed: the same texts, each choice ending with its finish reason, then [DONE].
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const Response streamed = Post("/v1/completions", streamed_body);
+  ASSERT_EQ(streamed.status, 200);
+  std::vector<std::string> texts(6);
+  std::vector<int> ends(6, 0);
+  bool done = false;
+  for (absl::string_view line : absl::StrSplit(streamed.body, '\n')) {
+    if (!absl::ConsumePrefix(&line, "data: ")) continue;
+    if (line == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const json e = json::parse(line);
+    for (const json& c : e["choices"]) {
+      const int index = c["index"].get<int>();
+      ASSERT_LT(index, 6);
+      texts[index] += c["text"].get<std::string>();
+      if (!c["finish_reason"].is_null()) ++ends[index];
+    }
+  }
+  EXPECT_TRUE(done);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(texts[k], out["choices"][k]["text"].get<std::string>()) << k;
+    EXPECT_EQ(ends[k], 1) << k;
+  }
+
+  // Token-id prompts, and echo: each choice starts with its own prompt.
+  const json ids = alone(std::vector<int32_t>{1, 400, 20});
+  json mixed = json::array();
+  mixed.push_back(prompts[0]);
+  mixed.push_back(std::vector<int32_t>{1, 400, 20});
+  const Response echoed =
+      Post("/v1/completions",
+           {{"prompt", mixed}, {"max_tokens", 6}, {"temperature", 0}, {"echo", true}});
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  const json e = echoed.Json();
+  ASSERT_EQ(e["choices"].size(), 2u);
+  EXPECT_EQ(e["choices"][0]["text"].get<std::string>(),
+            prompts[0] + singles[0]["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(absl::EndsWith(e["choices"][1]["text"].get<std::string>(),
+                             ids["choices"][0]["text"].get<std::string>()));
+
+  // A bad prompt refuses the whole request, naming which.
+  json outside = json::array();
+  outside.push_back(prompts[0]);
+  outside.push_back(std::vector<int32_t>{1, 100000});
+  const Response bad = Post("/v1/completions", {{"prompt", outside}, {"max_tokens", 6}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.ErrorMessage(), ::testing::StartsWith("prompt[1]: prompt_token_ids: "));
+  json odd_prompts = json::array();
+  odd_prompts.push_back(prompts[0]);
+  odd_prompts.push_back(7);
+  const Response odd = Post("/v1/completions", {{"prompt", odd_prompts}});
+  EXPECT_EQ(odd.status, 400);
+  EXPECT_EQ(odd.ErrorMessage(), "prompt[1]: must be a string or a non-empty array of token ids");
+  const Response many = Post("/v1/completions", {{"prompt", std::vector<std::string>(129, "Hi")}});
+  EXPECT_EQ(many.status, 400);
+  EXPECT_EQ(many.ErrorMessage(), "prompt: 129 prompts; at most 128 per request");
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);  // a bound on a hang only
+  engine::EngineStats s = engine_->Stats();
+  while ((s.num_running > 0 || s.num_free_blocks != s.num_blocks) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    s = engine_->Stats();
+  }
+  EXPECT_EQ(s.num_free_blocks, s.num_blocks);
+}
+
+// Issue 50, finding 4: llama.cpp's cache_prompt false and vLLM's cache_salt were ignored
+// (the request reused 80 cached tokens). Now the first skips the cache and the second keeps
+// a salt's blocks to requests with the same salt; a bad type is 400 naming the field.
+TEST_F(HttpOpenAiTest, CachePromptAndCacheSaltAreHonoured) {
+  StartServer();
+  const std::string prompt =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+      "the park with her friends.";
+  auto cached = [&](json extra) {
+    json body = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+    for (auto& [k, v] : extra.items()) body[k] = v;
+    const Response r = Post("/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  EXPECT_EQ(cached({}), 0);
+  EXPECT_GT(cached({}), 0);
+  EXPECT_EQ(cached({{"cache_prompt", false}}), 0);
+  EXPECT_EQ(cached({{"cache_salt", "user-1"}}), 0);
+  EXPECT_GT(cached({{"cache_salt", "user-1"}}), 0);
+  EXPECT_EQ(cached({{"cache_salt", "user-2"}}), 0);
+  const Response bad = Post("/v1/completions", {{"prompt", prompt}, {"cache_salt", 7}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.ErrorMessage(), "cache_salt: must be a string");
+  const Response bad_flag = Post("/v1/completions", {{"prompt", prompt}, {"cache_prompt", "no"}});
+  EXPECT_EQ(bad_flag.status, 400);
+  EXPECT_THAT(bad_flag.ErrorMessage(), HasSubstr("cache_prompt"));
+}
+
 // Item 2: temperature outside [0, 2] was taken (gRPC allows any finite value >= 0); OpenAI
 // refuses it with 400.
 TEST_F(HttpOpenAiTest, TemperatureOutsideZeroToTwoIsRefused) {

@@ -3,6 +3,7 @@
 // prompt gets none, and GetModelInfo says the cache is on; parallel samples (n) stream with
 // their index, each with its own finish reason, and equal separate requests seeded seed + i.
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,15 @@ struct Result {
   v1::Usage usage;
 };
 
-Result Generate(client::GenerationClient& client, const std::string& prompt) {
+Result Generate(client::GenerationClient& client, const std::string& prompt,
+                std::optional<bool> cache_prompt = std::nullopt,
+                const std::string& cache_salt = "") {
   v1::GenerateRequest r;
   r.set_prompt(prompt);
   r.set_max_tokens(8);
   r.set_temperature(0);
+  if (cache_prompt.has_value()) r.set_cache_prompt(*cache_prompt);
+  r.set_cache_salt(cache_salt);
   Result out;
   out.status = client.Generate(r, [&](const v1::GenerateResponse& m) {
     out.token_ids.insert(out.token_ids.end(), m.token_ids().begin(), m.token_ids().end());
@@ -78,6 +83,17 @@ TEST(ServerPrefixCacheTest, AnotherTenantSendingTheExactPromptGetsNoCachedTokens
   EXPECT_EQ(b2.usage.cached_tokens(), (n - 1) / 4 * 4);  // its own, from b1
   EXPECT_EQ(a1.token_ids, b1.token_ids);
   EXPECT_EQ(a1.token_ids, a2.token_ids);
+  // Issue 50: cache_prompt false and cache_salt over gRPC, as over HTTP.
+  const Result off = Generate(a, prompt, /*cache_prompt=*/false);
+  const Result salted1 = Generate(a, prompt, std::nullopt, "user-1");
+  const Result salted2 = Generate(a, prompt, std::nullopt, "user-1");
+  for (const Result* r : {&off, &salted1, &salted2}) {
+    ASSERT_TRUE(r->status.ok()) << r->status.error_message();
+  }
+  EXPECT_EQ(off.usage.cached_tokens(), 0);
+  EXPECT_EQ(salted1.usage.cached_tokens(), 0);
+  EXPECT_EQ(salted2.usage.cached_tokens(), (n - 1) / 4 * 4);
+  EXPECT_EQ(off.token_ids, a1.token_ids);
   EXPECT_TRUE(testing::WaitForIdle(*engine));
   server->reset();
   engine->Stop();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,14 +35,16 @@ struct SampleDelta {
 
 // What arrived since the last Take().
 struct OutputBatch {
-  std::vector<SampleDelta> samples;  // one per sample of the request, by index
+  std::vector<SampleDelta> samples;  // one per choice (part k's sample j at k * n + j)
   int32_t num_tokens = 0;            // over all samples
   // Inter-token latency, timed as the engine delivers (not when the connection wakes, which
   // may merge deliveries): for each delivery after the request's first with tokens, the
   // time since the previous one divided over its tokens, once per token (as gRPC's
   // GenerateStream observes it).
   std::vector<double> token_gaps;
-  // The request's: set by its last delivery (every sample ended).
+  // The whole generation's: set by the last delivery of its last part (every sample
+  // ended). Of several parts: the first error, else an abort, else the last part's reason;
+  // token counts summed, times the first part's.
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
   absl::Status error;   // when finish_reason is kError
   engine::Usage usage;  // complete when finished
@@ -51,16 +54,24 @@ struct OutputBatch {
 
 class GenerationLink final : public engine::OutputSink {
  public:
-  // For a request of `n` samples. `wake` is called (from the engine thread, under no lock
-  // of the caller's) when a batch becomes available and no wake is outstanding; it must
-  // only post work elsewhere.
-  GenerationLink(int32_t n, std::function<void()> wake);
+  // For `parts` engine requests (a prompt array: one per prompt) of `n` samples each, so
+  // n * parts choices. `wake` is called (from the engine thread, under no lock of the
+  // caller's) when a batch becomes available and no wake is outstanding; it must only post
+  // work elsewhere.
+  GenerationLink(int32_t n, std::function<void()> wake, int32_t parts = 1);
 
-  // Echo: every sample's text starts with `text` (the prompt), in its first delivery. Set
-  // before the request is submitted.
-  void set_echo(std::string text) { echo_ = std::move(text); }
+  // Echo: every sample of part `part` starts its text with `text` (its prompt), in its first
+  // delivery. Set before the part is submitted.
+  void set_echo(std::string text) { set_echo(0, std::move(text)); }
+  void set_echo(int32_t part, std::string text) { echo_[part] = std::move(text); }
 
+  // Part 0's outputs.
   void OnOutput(engine::GenerationOutput output) override;
+  // The sink of part `part` of `link` (part 0: the link itself).
+  static std::shared_ptr<engine::OutputSink> PartSink(std::shared_ptr<GenerationLink> link,
+                                                      int32_t part);
+  // Part `part`'s outputs (what PartSink's sinks deliver).
+  void OnPartOutput(int32_t part, engine::GenerationOutput output);
   // Everything delivered since the last call; allows the next wake.
   OutputBatch Take();
   // No more wakes; releases `wake` (and what it holds) on the calling thread.
@@ -68,9 +79,15 @@ class GenerationLink final : public engine::OutputSink {
 
  private:
   const int32_t n_;
-  std::optional<std::string> echo_;  // set before the engine delivers
+  const int32_t parts_;
+  std::vector<std::optional<std::string>> echo_;  // per part; set before the engine delivers
   Mutex mu_;
-  std::vector<bool> started_ ABSL_GUARDED_BY(mu_);  // per sample: delivered before
+  std::vector<bool> started_ ABSL_GUARDED_BY(mu_);  // per choice: delivered before
+  // Parts whose last output has not come yet, and what the ended ones make the whole's.
+  int32_t parts_left_ ABSL_GUARDED_BY(mu_);
+  engine::FinishReason reason_ ABSL_GUARDED_BY(mu_) = engine::FinishReason::kNone;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  engine::Usage usage_ ABSL_GUARDED_BY(mu_);
   absl::Time last_token_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   OutputBatch pending_ ABSL_GUARDED_BY(mu_);
   bool wake_outstanding_ ABSL_GUARDED_BY(mu_) = false;

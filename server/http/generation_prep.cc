@@ -68,36 +68,69 @@ PreparedGeneration Prepare(HttpContext& context, ApiKind kind, const Caller& cal
   p.logprobs = parsed->request.sampling.logprobs.has_value();
   parsed->request.tenant = caller.tenant->engine.name;  // never from the body
   parsed->request.admit = tokens->AdmitHook();
-  p.link = std::make_shared<GenerationLink>(p.n, std::move(wake));
+  // One engine request per prompt (a prompt array's: each validated and admitted on its
+  // own, its tokens reserved on its own), their choices in one link.
+  std::vector<engine::GenerationRequest> parts;
+  for (PromptInput& more : parsed->more_prompts) {
+    engine::GenerationRequest r = parsed->request;
+    r.prompt = std::move(more.text);
+    r.prompt_token_ids = std::move(more.token_ids);
+    if (!r.request_id.empty()) r.request_id += absl::StrCat("-", parts.size() + 1);
+    parts.push_back(std::move(r));
+  }
+  parts.insert(parts.begin(), std::move(parsed->request));
+  p.parts = static_cast<int32_t>(parts.size());
+  p.link = std::make_shared<GenerationLink>(p.n, std::move(wake), p.parts);
   if (parsed->echo) {
-    // The prompt as sent; token ids as the engine's tokenizer spells them.
-    if (parsed->request.prompt_token_ids.empty()) {
-      p.link->set_echo(parsed->request.prompt);
-    } else {
-      // Ids outside the vocabulary: Submit refuses them, naming the field.
-      absl::StatusOr<std::string> text =
-          context.deps().engine->Detokenize(parsed->request.prompt_token_ids);
-      if (text.ok()) p.link->set_echo(*std::move(text));
+    for (int32_t k = 0; k < p.parts; ++k) {
+      // The prompt as sent; token ids as the engine's tokenizer spells them.
+      if (parts[k].prompt_token_ids.empty()) {
+        p.link->set_echo(k, parts[k].prompt);
+      } else {
+        // Ids outside the vocabulary: Submit refuses them, naming the field.
+        absl::StatusOr<std::string> text =
+            context.deps().engine->Detokenize(parts[k].prompt_token_ids);
+        if (text.ok()) p.link->set_echo(k, *std::move(text));
+      }
     }
   }
-  absl::StatusOr<engine::SubmitResult> submitted =
-      context.client().Submit(std::move(parsed->request), p.link);
-  if (!submitted.ok()) {
+  // Undoes the parts submitted so far: a request is accepted whole or not at all.
+  auto withdraw = [&](absl::Status status) {
     p.link->Detach();
+    for (const engine::RequestHandle h : p.handles) context.client().Abort(h);
+    p.handles.clear();
     p.link.reset();
     tokens->Settle();
-    return refuse(submitted.status());
+    return refuse(std::move(status));
+  };
+  for (int32_t k = 0; k < p.parts; ++k) {
+    absl::StatusOr<engine::SubmitResult> submitted =
+        context.client().Submit(std::move(parts[k]), GenerationLink::PartSink(p.link, k));
+    if (!submitted.ok()) {
+      absl::Status status = submitted.status();
+      if (p.parts > 1) {  // name the prompt, keeping the type (the code the client gets)
+        status = absl::Status(status.code(), absl::StrCat("prompt[", k, "]: ", status.message()));
+      }
+      return withdraw(std::move(status));
+    }
+    p.handles.push_back(submitted->handle);
+    if (k == 0) {
+      p.submitted = *std::move(submitted);
+    } else {
+      p.submitted.prompt_tokens += submitted->prompt_tokens;
+    }
   }
-  p.submitted = *std::move(submitted);
-  // Registered here, not on the strand: shutdown then cuts it even if the strand never runs.
-  const std::optional<uint64_t> id = context.Register(p.link, p.submitted.handle);
-  if (!id.has_value()) {
-    p.link->Detach();
-    context.client().Abort(p.submitted.handle);
-    p.link.reset();
-    return refuse(absl::UnavailableError("the server is shutting down"));
+  // Registered here, not on the strand: shutdown then cuts them even if the strand never
+  // runs.
+  for (const engine::RequestHandle h : p.handles) {
+    const std::optional<uint64_t> id = context.Register(p.link, h);
+    if (!id.has_value()) {
+      for (const uint64_t r : p.registrations) context.Unregister(r);
+      p.registrations.clear();
+      return withdraw(absl::UnavailableError("the server is shutting down"));
+    }
+    p.registrations.push_back(*id);
   }
-  p.registration = *id;
   return std::move(p);
 }
 
@@ -117,9 +150,10 @@ PreparedGeneration PrepareGeneration(HttpContext& context, ApiKind kind, const C
   } catch (const std::exception& e) {
     failed = absl::InternalError(absl::StrCat("preparing the request failed: ", e.what()));
   }
-  if (p.link != nullptr) {  // submitted before it threw: the engine request is not left behind
+  if (p.link != nullptr) {  // submitted before it threw: no engine request is left behind
     p.link->Detach();
-    if (p.submitted.handle != 0) context.client().Abort(p.submitted.handle);
+    for (const uint64_t r : p.registrations) context.Unregister(r);
+    for (const engine::RequestHandle h : p.handles) context.client().Abort(h);
   }
   tokens->Settle();
   PreparedGeneration refused;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "engine/engine.h"
@@ -32,12 +33,15 @@ struct PreparedGeneration {
   std::string model;  // as sent; "" when absent
   bool stream = false;
   bool include_usage = false;
-  int32_t n = 1;
+  int32_t n = 1;          // samples per prompt
+  int32_t parts = 1;      // engine requests: a completion's prompts (choice k * n + j: prompt k)
   bool logprobs = false;  // asked for (the choices then carry them: openai_logprobs.h)
   std::optional<ToolCallParsing> tool_calls;  // chat: how the output's calls are parsed
   std::shared_ptr<GenerationLink> link;
+  // The first part's handle and id, with every part's prompt tokens.
   engine::SubmitResult submitted;
-  uint64_t registration = 0;  // in the context's registry of generations in flight
+  std::vector<engine::RequestHandle> handles;  // one per part
+  std::vector<uint64_t> registrations;         // in the context's registry of generations in flight
 };
 
 // Parses `body` as a `kind` request for `caller` and submits it with a link that calls

@@ -21,11 +21,11 @@ GenerationResponse::GenerationResponse(HttpContext& context, ResponseWriter& wri
       stream_(p.stream),
       include_usage_(p.include_usage),
       link_(std::move(p.link)),
-      handle_(p.submitted.handle),
-      registration_(p.registration),
+      handles_(std::move(p.handles)),
+      registrations_(std::move(p.registrations)),
       format_(kind, IdPrefix(kind) + p.submitted.request_id, absl::ToUnixSeconds(call->start()),
               p.model.empty() ? context.deps().model_name : p.model),
-      samples_(p.n),
+      samples_(static_cast<size_t>(p.n) * p.parts),
       call_(std::move(call)) {
   if (p.logprobs) {
     const TokenBytesFn token_bytes = TokenBytesOf(*context_.deps().engine);
@@ -35,6 +35,10 @@ GenerationResponse::GenerationResponse(HttpContext& context, ResponseWriter& wri
     format_.set_tool_calls(*p.tool_calls);
     if (stream_) tool_calls_.emplace(*p.tool_calls, p.n);
   }
+}
+
+void GenerationResponse::AbortAll() {
+  for (const engine::RequestHandle h : handles_) context_.client().Abort(h);
 }
 
 void GenerationResponse::Start() {
@@ -86,7 +90,7 @@ void GenerationResponse::OnClientGone() {
   call_->ClientGone("the client closed the connection");
   // The engine frees the request's blocks within a step and sends its last output,
   // which unregisters it (OnWake -> Finish).
-  context_.client().Abort(handle_);
+  AbortAll();
 }
 
 void GenerationResponse::FlushText() {
@@ -146,7 +150,7 @@ bool GenerationResponse::CutIfOverUnsentCap() {
   phase_ = Phase::kCut;
   for (Sample& s : samples_) s.held.clear();
   // The engine frees the request's blocks within a step; its last output unregisters it.
-  context_.client().Abort(handle_);
+  AbortAll();
   writer_.CloseAfterResponse();
   if (stream_) {
     writer_.Close();  // the status line is out: an SSE stream cannot carry a status any more
@@ -159,7 +163,7 @@ bool GenerationResponse::CutIfOverUnsentCap() {
 void GenerationResponse::Finish(const OutputBatch& batch) {
   const bool cut = phase_ == Phase::kCut;
   phase_ = Phase::kDone;
-  context_.Unregister(registration_);
+  for (const uint64_t r : registrations_) context_.Unregister(r);
   link_->Detach();  // here, on the connection's strand (see GenerationLink)
   const bool failed = batch.finish_reason == engine::FinishReason::kError;
   call_->OnLast(batch.finish_reason, batch.error, batch.usage);

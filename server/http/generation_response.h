@@ -65,6 +65,8 @@ class GenerationResponse {
     std::optional<ChoiceLogprobs> logprobs;  // when requested
   };
 
+  // Aborts every part in the engine (their blocks are freed within a step).
+  void AbortAll();
   // Streamed: each sample's held text as one event.
   void FlushText();
   // Streamed: sample i's held text as one event (none when tool-call parsing holds it all
@@ -87,8 +89,8 @@ class GenerationResponse {
   const bool stream_;
   const bool include_usage_;
   std::shared_ptr<GenerationLink> link_;
-  const engine::RequestHandle handle_;
-  const uint64_t registration_;  // in the context's registry of generations in flight
+  const std::vector<engine::RequestHandle> handles_;  // one per part (prompt)
+  const std::vector<uint64_t> registrations_;         // in the context's registry of generations
   ResponseFormatter format_;
   std::vector<Sample> samples_;
   std::optional<ToolCallStreams> tool_calls_;  // streamed chat with tool calls parsed

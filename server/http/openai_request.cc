@@ -151,6 +151,12 @@ absl::Status ParseCommon(const json& body, OpenAiRequest* out) {
   std::optional<bool> b;
   PAGODA_ASSIGN(b, Bool(body, "ignore_eos"));
   if (b) r.ignore_eos = *b;
+  PAGODA_ASSIGN(b, Bool(body, "cache_prompt"));  // llama.cpp's
+  if (b) r.cache_prompt = *b;
+  if (const json* salt = Field(body, "cache_salt")) {  // vLLM's
+    if (!salt->is_string()) return Bad("cache_salt", "must be a string");
+    r.cache_salt = salt->get<std::string>();  // the engine checks its length
+  }
   PAGODA_ASSIGN(b, Bool(body, "stream"));
   out->stream = b.value_or(false);
   if (const json* so = Field(body, "stream_options")) {
@@ -190,7 +196,22 @@ absl::Status MaxTokens(const json& body, const char* key, engine::GenerationRequ
   return absl::OkStatus();
 }
 
-absl::Status ParsePrompt(const json& body, engine::GenerationRequest* r) {
+// One prompt of an array: a string or a non-empty array of token ids.
+absl::StatusOr<PromptInput> OnePrompt(const json& p, const std::string& field) {
+  if (p.is_string()) return PromptInput{.text = p.get<std::string>()};
+  if (p.is_array() && !p.empty()) {
+    PromptInput out;
+    PAGODA_ASSIGN(out.token_ids, TokenIds(p, field));
+    return out;
+  }
+  return Bad(field, "must be a string or a non-empty array of token ids");
+}
+
+// "prompt": a string, an array of token ids, or an array of prompts (strings or arrays of
+// token ids, at most kMaxPromptsPerRequest): the first goes into `r`, the others into
+// `more`.
+absl::Status ParsePrompt(const json& body, engine::GenerationRequest* r,
+                         std::vector<PromptInput>* more) {
   const json* p = Field(body, "prompt");
   if (p == nullptr) return Bad("prompt", "is required");
   if (p->is_string()) {
@@ -198,23 +219,27 @@ absl::Status ParsePrompt(const json& body, engine::GenerationRequest* r) {
     return absl::OkStatus();
   }
   if (!p->is_array() || p->empty()) {
-    return Bad("prompt", "must be a string, an array of token ids, or an array of one of those");
+    return Bad("prompt", "must be a string, an array of token ids, or an array of those");
   }
-  const json& first = (*p)[0];
-  if (first.is_number_integer()) {
+  if ((*p)[0].is_number_integer()) {
     PAGODA_ASSIGN(r->prompt_token_ids, TokenIds(*p, "prompt"));
     return absl::OkStatus();
   }
-  if (p->size() != 1) return Bad("prompt", "only one prompt per request is supported");
-  if (first.is_string()) {
-    r->prompt = first.get<std::string>();
-    return absl::OkStatus();
+  if (p->size() > kMaxPromptsPerRequest) {
+    return Bad("prompt", absl::StrCat(p->size(), " prompts; at most ", kMaxPromptsPerRequest,
+                                      " per request"));
   }
-  if (first.is_array() && !first.empty()) {
-    PAGODA_ASSIGN(r->prompt_token_ids, TokenIds(first, "prompt"));
-    return absl::OkStatus();
+  for (size_t i = 0; i < p->size(); ++i) {
+    PromptInput one;
+    PAGODA_ASSIGN(one, OnePrompt((*p)[i], absl::StrCat("prompt[", i, "]")));
+    if (i == 0) {
+      r->prompt = std::move(one.text);
+      r->prompt_token_ids = std::move(one.token_ids);
+    } else {
+      more->push_back(std::move(one));
+    }
   }
-  return Bad("prompt", "must be a string, an array of token ids, or an array of one of those");
+  return absl::OkStatus();
 }
 
 // Chat's "logprobs": true with "top_logprobs": k in [0, 20] (named here: the engine's
@@ -238,7 +263,7 @@ absl::Status ChatLogprobs(const json& body, engine::SamplingParams* s) {
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body, std::string_view body_text) {
   OpenAiRequest out;
   if (absl::Status s = ParseCommon(body, &out); !s.ok()) return s;
-  if (absl::Status s = ParsePrompt(body, &out.request); !s.ok()) return s;
+  if (absl::Status s = ParsePrompt(body, &out.request, &out.more_prompts); !s.ok()) return s;
   out.request.max_tokens = 16;  // OpenAI's default for completions
   if (absl::Status s = MaxTokens(body, "max_tokens", &out.request); !s.ok()) return s;
   if (absl::Status s = Unsupported(body, "suffix", ""); !s.ok()) return s;

@@ -16,8 +16,21 @@
 
 namespace pagoda::server::http {
 
+// One prompt of a prompt array (completions): text or token ids.
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
+// The most prompts one /v1/completions request may carry (each is a request of its own).
+inline constexpr size_t kMaxPromptsPerRequest = 128;
+
 struct OpenAiRequest {
-  engine::GenerationRequest request;
+  engine::GenerationRequest request;  // with the first prompt
+  // Completions' prompt array past its first prompt: each runs as `request` with its own
+  // prompt (its own engine request, validated and admitted on its own); choice i * n + j
+  // is prompt i's sample j, as OpenAI.
+  std::vector<PromptInput> more_prompts;
   std::string model;           // "model" as sent; "" when absent
   bool stream = false;         // "stream"
   bool include_usage = false;  // "stream_options": {"include_usage": true}
@@ -27,10 +40,10 @@ struct OpenAiRequest {
   std::optional<ChatToolsRequest> tools;
 };
 
-// /v1/completions: prompt (a string, one string in an array, token ids, or one array of
-// token ids), max_tokens (default 16, as OpenAI), temperature (in [0, 2], as OpenAI), top_p,
-// seed, stop, n, presence/frequency_penalty, stream, stream_options, and the extensions
-// top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids, priority, logit_bias (an
+// /v1/completions: prompt (a string, token ids, or an array of strings or of token-id
+// arrays: OpenAiRequest::more_prompts), max_tokens (default 16, as OpenAI), temperature (in [0, 2],
+// as OpenAI), top_p, seed, stop, n, presence/frequency_penalty, stream, stream_options, and the
+// extensions top_k, min_p, repetition_penalty, ignore_eos, stop_token_ids, priority, logit_bias (an
 // object of token id strings to biases), logprobs (an integer k: the chosen token and the k
 // most likely, 0..20 as vLLM), echo (the prompt's text, and with logprobs its tokens with
 // the first one's null, before the completion's; with echo max_tokens may be 0).
