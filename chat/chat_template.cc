@@ -230,7 +230,11 @@ absl::StatusOr<RenderedChat> ChatTemplate::RenderJsonWithSpans(const nlohmann::j
       globals.emplace_back("add_generation_prompt", Value::Bool(true));
     }
     for (const auto& [k, v] : options.extra_context.items()) {
-      globals.insert(globals.begin(), {k, Value::FromJson(v, budget)});  // before the defaults
+      // The caller's values are content, as the messages are: a string there cannot forge
+      // the template's markup.
+      Value value = Value::FromJson(v, budget);
+      MarkAllContent(&value);
+      globals.insert(globals.begin(), {k, std::move(value)});  // before the defaults
     }
     out = Execute(*program_, Value::MakeObject(std::move(globals)), budget);
   } catch (const TemplateError& e) {

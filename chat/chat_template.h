@@ -34,7 +34,8 @@ struct RenderOptions {
   // (chat/tool_definitions.h, ToolsTemplateJson); null leaves it undefined (no tools). Its
   // strings are content, as the messages' are: a tool's description cannot forge markup.
   nlohmann::ordered_json tools;
-  // More template variables (date_string, enable_thinking, ...); must be a JSON object.
+  // More template variables (date_string, enable_thinking, ...); must be a JSON object. Its
+  // strings are content, as the messages' are.
   nlohmann::json extra_context = nlohmann::json::object();
   // The clock strftime_now() reads: the caller's (the engine passes the current time, tests
   // the time their references were made at). The renderer never reads the clock itself:

@@ -33,6 +33,7 @@ nlohmann::json MessagesJson(const std::vector<ChatMessage>& messages) {
       if (m.content.empty()) turn["content"] = nullptr;
     }
     if (!m.tool_call_id.empty()) turn["tool_call_id"] = m.tool_call_id;
+    if (!m.reasoning_content.empty()) turn["reasoning_content"] = m.reasoning_content;
     list.push_back(std::move(turn));
   }
   return list;
@@ -139,15 +140,18 @@ std::string_view ChatPrompt::source() const {
 
 absl::StatusOr<std::string> ChatPrompt::Render(const std::vector<ChatMessage>& messages,
                                                bool add_generation_prompt,
-                                               const nlohmann::ordered_json* tools) const {
-  absl::StatusOr<ChatPromptText> out = RenderWithSpans(messages, add_generation_prompt, tools);
+                                               const nlohmann::ordered_json* tools,
+                                               const nlohmann::json* kwargs) const {
+  absl::StatusOr<ChatPromptText> out =
+      RenderWithSpans(messages, add_generation_prompt, tools, kwargs);
   if (!out.ok()) return out.status();
   return std::move(out->text);
 }
 
-absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(
-    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-    const nlohmann::ordered_json* tools) const {
+absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                                           bool add_generation_prompt,
+                                                           const nlohmann::ordered_json* tools,
+                                                           const nlohmann::json* kwargs) const {
   if (template_ == nullptr) return unusable_;
   if (messages.empty()) return absl::InvalidArgumentError("messages: is empty");
   chat::RenderOptions options{.add_generation_prompt = add_generation_prompt,
@@ -155,6 +159,7 @@ absl::StatusOr<ChatPromptText> ChatPrompt::RenderWithSpans(
                               .eos_token = eos_text_,
                               .strip_leading_bos = strip_bos_,
                               .now = std::time(nullptr)};
+  if (kwargs != nullptr) options.extra_context = *kwargs;
   nlohmann::json turns = MessagesJson(messages);
   if (tools != nullptr && reads_tools_) options.tools = *tools;
   if (tools != nullptr && !reads_tools_) {

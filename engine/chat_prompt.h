@@ -58,14 +58,17 @@ class ChatPrompt {
   // The prompt text for `messages`; FailedPrecondition when the model has no usable
   // template (naming why), InvalidArgument for messages the template refuses
   // (raise_exception) or an empty list, Unimplemented for a construct outside the subset.
-  // `tools` (may be null: none) is the template's `tools` variable.
+  // `tools` (may be null: none) is the template's `tools` variable; `kwargs` (may be null)
+  // more variables (a JSON object, checked by the caller: RenderChecked).
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      bool add_generation_prompt,
-                                     const nlohmann::ordered_json* tools = nullptr) const;
+                                     const nlohmann::ordered_json* tools = nullptr,
+                                     const nlohmann::json* kwargs = nullptr) const;
   // As Render, with the content ranges of the text (for EncodeChatPrompt).
-  absl::StatusOr<ChatPromptText> RenderWithSpans(
-      const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-      const nlohmann::ordered_json* tools = nullptr) const;
+  absl::StatusOr<ChatPromptText> RenderWithSpans(const std::vector<ChatMessage>& messages,
+                                                 bool add_generation_prompt,
+                                                 const nlohmann::ordered_json* tools = nullptr,
+                                                 const nlohmann::json* kwargs = nullptr) const;
   // The template's source; "" when there is no usable template.
   std::string_view source() const;
   // False when the template never reads `tools` (chat::TemplateReadsTools): then a

@@ -219,10 +219,17 @@ absl::StatusOr<SubmitResult> Engine::Submit(GenerationRequest request,
     if (!started.ok()) return started.status();
     p.grammar = std::make_unique<GrammarState>(*std::move(started));
   }
+  if (!request.reasoning.open.empty() || !request.reasoning.close.empty()) {
+    absl::StatusOr<ReasoningState> reasoning = ReasoningState::Start(
+        core_->tokenizer(), request.reasoning, p.prompt, request.sampling.grammar != nullptr);
+    if (!reasoning.ok()) return reasoning.status();
+    p.reasoning = std::make_unique<ReasoningState>(*std::move(reasoning));
+  }
   request.prompt.clear();
   request.prompt_token_ids.clear();
   request.messages.clear();
   request.chat_tools.reset();
+  request.chat_template_kwargs.reset();
   SubmitResult result;
   result.prompt_tokens = static_cast<int32_t>(p.prompt.size());
   MutexLock lock(&mu_);
@@ -408,6 +415,7 @@ void Engine::Loop() {
       seq->arrival_time = p.arrival;
       seq->detokenizer = std::make_unique<model::IncrementalDetokenizer>(&core_->tokenizer());
       if (p.grammar != nullptr) seq->grammar = std::move(*p.grammar);
+      if (p.reasoning != nullptr) seq->reasoning = *p.reasoning;
       core_->Add(std::move(seq));
     }
     for (RequestHandle h : aborts) core_->Abort(h);

@@ -173,6 +173,7 @@ struct ModelInfo {
 
 class ChatPrompt;
 struct GrammarState;
+class ReasoningState;
 
 class Engine final : public EngineClient {
  public:
@@ -225,16 +226,20 @@ class Engine final : public EngineClient {
   // ("messages: ...") for an empty list, invalid UTF-8, more than max_prompt_bytes or a
   // conversation the template refuses; Unimplemented for a construct outside the subset.
   // `tools` (may be null: none) is the template's `tools` variable, as
-  // GenerationRequest::chat_tools.
+  // GenerationRequest::chat_tools; `kwargs` (may be null) as chat_template_kwargs.
   absl::StatusOr<std::string> RenderChat(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt,
-                                         const nlohmann::ordered_json* tools = nullptr) const;
+                                         const nlohmann::ordered_json* tools = nullptr,
+                                         const nlohmann::json* kwargs = nullptr) const;
   // The bytes token `id` adds to a text: "" for a control token (EOS) or an id outside the
   // vocabulary; may be part of a UTF-8 character (a byte token).
   std::string TokenBytes(int32_t id) const;
   // The tool-call format of the model's output: EngineConfig::tool_call_format, or what the
   // chat template teaches (Hermes for one that never reads `tools`).
   chat::ToolCallFormat tool_call_format() const { return tool_call_format_; }
+  // The chat template's source (--chat-template or the model's); "" when there is no usable
+  // one. The server reads its reasoning markers from it (chat::DetectReasoningFormat).
+  std::string_view chat_template_source() const;
   const model::Tokenizer& tokenizer() const;
   const model::LlamaConfig& model_config() const;
   const EngineConfig& config() const { return config_; }
@@ -252,7 +257,8 @@ class Engine final : public EngineClient {
     uint64_t seed;
     absl::Time arrival;
     std::shared_ptr<OutputSink> sink;
-    std::unique_ptr<GrammarState> grammar;  // started at intake; null without a grammar
+    std::unique_ptr<GrammarState> grammar;      // started at intake; null without a grammar
+    std::unique_ptr<ReasoningState> reasoning;  // null without request.reasoning
   };
 
   explicit Engine(EngineConfig config);

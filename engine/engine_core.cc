@@ -385,7 +385,12 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
   }
   const grammar::TokenBitmask* allowed = nullptr;
   const int64_t grammar_steps = seq->grammar.steps();
-  if (seq->grammar.matcher != nullptr) {
+  if (const int32_t forced = seq->reasoning.Forced(); forced >= 0) {
+    // The reasoning budget is spent: the close marker, a token a step.
+    forced_mask_.assign((static_cast<size_t>(tokenizer_->vocab_size()) + 63) / 64, 0);
+    forced_mask_[static_cast<size_t>(forced) >> 6] |= uint64_t{1} << (forced & 63);
+    allowed = &forced_mask_;
+  } else if (seq->grammar.matcher != nullptr && !seq->reasoning.grammar_waits()) {
     const absl::Status s = NextMask(*masker_, num_steps_, &seq->grammar, &grammar_mask_);
     grammar_steps_[seq->request.tenant] += seq->grammar.steps() - grammar_steps;
     if (!s.ok()) return FailSample(seq->id, s);
@@ -406,7 +411,7 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
                  .allowed = allowed};
   const absl::Time t0 = timing != nullptr ? absl::Now() : now;
   SampleResult r = Sample(in, logits);
-  if (allowed != nullptr) {
+  if (allowed == &grammar_mask_) {
     const int64_t before = seq->grammar.steps();
     const absl::Status s = AcceptToken(&seq->grammar, tokenizer_->TokenBytes(r.token_id));
     grammar_steps_[seq->request.tenant] += seq->grammar.steps() - before;
@@ -416,7 +421,13 @@ void Engine::Core::SampleAndDeliver(Sequence* seq, absl::Span<float> logits, abs
   if (seq->first_token_time == absl::InfinitePast()) seq->first_token_time = now;
   const bool first = seq->num_output() == 0;
   GenerationOutput delivery = processor_->Append(seq, r.token_id, std::move(r.logprob));
-  if (first) AttachPrompt(seq, &delivery);
+  if (seq->reasoning.phase() != ReasoningState::Phase::kOff) {
+    seq->reasoning.Observe(tokenizer_->TokenBytes(r.token_id));
+  }
+  if (first) {
+    AttachPrompt(seq, &delivery);
+    delivery.reasoning_open = seq->reasoning.open_at_start();
+  }
   if (timing != nullptr) {
     timing->sample += t1 - t0;
     timing->detokenize += absl::Now() - t1;
@@ -461,6 +472,7 @@ void Engine::Core::Fork(Sequence* parent, absl::Span<const float> logits, absl::
     child->first_scheduled_time = parent->first_scheduled_time;
     child->detokenizer = std::make_unique<model::IncrementalDetokenizer>(tokenizer_.get());
     child->grammar = parent->grammar.Fork();  // the parent has not sampled yet: its start
+    child->reasoning = parent->reasoning;
     Sequence* raw = child.get();
     seqs_[raw->id] = std::move(child);
     requests_.at(handle).live.push_back(raw->id);

@@ -107,6 +107,7 @@ class Engine::Core {
   std::vector<float> logits_;
   std::vector<float> fork_row_, sample_row_;  // a forked prompt's logits and a copy to sample
   std::unique_ptr<const grammar::TokenMasker> masker_;  // the vocabulary's trie
+  grammar::TokenBitmask forced_mask_;                   // the one token a forced sample may be
   grammar::TokenBitmask grammar_mask_;                  // the mask of the sequence being sampled
   // Grammar expansion steps of masks and accepted tokens, per tenant name, ever.
   absl::flat_hash_map<std::string, int64_t> grammar_steps_;

@@ -16,11 +16,14 @@ namespace pagoda::engine {
 
 absl::StatusOr<std::string> Engine::RenderChat(const std::vector<ChatMessage>& messages,
                                                bool add_generation_prompt,
-                                               const nlohmann::ordered_json* tools) const {
-  ASSIGN_OR_RETURN(ChatPromptText out, RenderChecked(*chat_, messages, tools, add_generation_prompt,
-                                                     max_prompt_bytes_));
+                                               const nlohmann::ordered_json* tools,
+                                               const nlohmann::json* kwargs) const {
+  ASSIGN_OR_RETURN(ChatPromptText out, RenderChecked(*chat_, messages, tools, kwargs,
+                                                     add_generation_prompt, max_prompt_bytes_));
   return std::move(out.text);
 }
+
+std::string_view Engine::chat_template_source() const { return chat_->source(); }
 
 absl::Status Engine::ValidateStops(const GenerationRequest& r, int32_t vocab) const {
   if (static_cast<int64_t>(r.stop.size()) > config_.max_stop_strings) {
@@ -52,9 +55,10 @@ absl::Status Engine::EncodePrompt(const GenerationRequest& r, std::vector<int32_
     if (!r.prompt.empty() || !r.prompt_token_ids.empty()) {
       return Invalid("messages", "give either messages or a prompt, not both");
     }
-    ASSIGN_OR_RETURN(const ChatPromptText chat,
-                     RenderChecked(*chat_, r.messages, r.chat_tools.get(), r.add_generation_prompt,
-                                   max_prompt_bytes_));
+    ASSIGN_OR_RETURN(
+        const ChatPromptText chat,
+        RenderChecked(*chat_, r.messages, r.chat_tools.get(), r.chat_template_kwargs.get(),
+                      r.add_generation_prompt, max_prompt_bytes_));
     if (static_cast<int64_t>(chat.text.size()) > max_prompt_bytes_) {
       return Invalid("messages", absl::StrCat("render to ", chat.text.size(), " bytes; at most ",
                                               max_prompt_bytes_, " (max_prompt_bytes)"));

@@ -58,6 +58,23 @@ struct ChatMessage {
   std::string content;
   std::vector<ChatToolCall> tool_calls;  // an assistant turn's calls
   std::string tool_call_id;              // a "tool" turn: the call this result answers
+  // An assistant turn's reasoning, given back to the template as `reasoning_content` (a
+  // template that drops earlier turns' reasoning ignores it); "" leaves it undefined.
+  std::string reasoning_content;
+};
+
+// Reasoning output (docs/API.md "Reasoning"): a model that writes its reasoning between an
+// open and a close marker ("<think>" ... "</think>") before its answer.
+struct ReasoningSpec {
+  std::string open;   // "" : the output has no reasoning section
+  std::string close;  // the marker that ends the reasoning
+  // The output starts inside the reasoning even without `open` (DeepSeek-R1's parser). It
+  // also does when the prompt ends with `open` (a template that opens the reasoning for
+  // the model); otherwise only when the output starts with open's tokens.
+  bool starts_open = false;
+  // At most this many tokens of reasoning, then the close marker's tokens are forced (one a
+  // step). Unset: no limit.
+  std::optional<int32_t> max_tokens;
 };
 
 // The most tokens a validated request can cost: its prompt (computed once) plus n times
@@ -81,6 +98,13 @@ struct GenerationRequest {
   // Chat: the template's `tools` variable (chat::ToolsTemplateJson: OpenAI's tool objects);
   // null: the request offers no tools. Its strings are content, as the messages' are.
   std::shared_ptr<const nlohmann::ordered_json> chat_tools;
+  // Chat: more template variables (chat_template_kwargs: enable_thinking, reasoning_effort,
+  // ...), a JSON object; null: none. Names the template gets from the engine (messages,
+  // tools, bos_token, ...) are refused.
+  std::shared_ptr<const nlohmann::json> chat_template_kwargs;
+  // The output's reasoning section (empty `open`: none). While the output is inside it the
+  // sampling grammar waits: it constrains the answer after the close marker.
+  ReasoningSpec reasoning;
   SamplingParams sampling;
   // Unset: up to the context length. 0 only with sampling.prompt_logprobs: the prompt is
   // computed and reported, no token generated (finish_reason kLength).
@@ -147,6 +171,9 @@ struct GenerationOutput {
   std::vector<TokenLogprob> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;  // set on sample `index`'s last delivery
   absl::Status error;                                // why, when finish_reason is kError
+  // A sample's first delivery, with request.reasoning: the output starts inside the
+  // reasoning (starts_open, or the prompt ended with the open marker).
+  bool reasoning_open = false;
   int32_t samples_left = 0;  // samples of the request not finished after this delivery
   Usage usage;               // complete on the request's last delivery (all samples)
 

@@ -49,6 +49,7 @@ absl::Status ValidateRequestId(const std::string& id) {
 absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
                                              const std::vector<ChatMessage>& messages,
                                              const nlohmann::ordered_json* tools,
+                                             const nlohmann::json* kwargs,
                                              bool add_generation_prompt, int64_t max_prompt_bytes) {
   // A message counts its role and content plus what any template frames it with, so that
   // half a million empty messages do not pass as zero bytes.
@@ -56,7 +57,7 @@ absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
   int64_t bytes = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    std::vector<std::string_view> fields = {m.role, m.content, m.tool_call_id};
+    std::vector<std::string_view> fields = {m.role, m.content, m.tool_call_id, m.reasoning_content};
     for (const ChatToolCall& c : m.tool_calls) {
       fields.insert(fields.end(), {c.id, c.name, c.arguments});
     }
@@ -74,11 +75,31 @@ absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
     bytes += static_cast<int64_t>(
         tools->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size());
   }
+  if (kwargs != nullptr) {
+    if (!kwargs->is_object()) return Invalid("chat_template_kwargs", "must be a JSON object");
+    for (const auto& [name, value] : kwargs->items()) {
+      if (IsReservedTemplateVariable(name)) {
+        return Invalid("chat_template_kwargs",
+                       absl::StrCat("'", name, "' is set by the server, not the request"));
+      }
+    }
+    bytes += static_cast<int64_t>(
+        kwargs->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size());
+  }
   if (bytes > max_prompt_bytes) {
     return Invalid("messages", absl::StrCat("have ", bytes, " bytes; at most ", max_prompt_bytes,
                                             " are accepted (max_prompt_bytes)"));
   }
-  return chat.RenderWithSpans(messages, add_generation_prompt, tools);
+  return chat.RenderWithSpans(messages, add_generation_prompt, tools, kwargs);
+}
+
+bool IsReservedTemplateVariable(std::string_view name) {
+  for (std::string_view reserved :
+       {"messages", "tools", "bos_token", "eos_token", "add_generation_prompt", "raise_exception",
+        "strftime_now", "namespace", "dict", "range"}) {
+    if (name == reserved) return true;
+  }
+  return false;
 }
 
 }  // namespace pagoda::engine

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,11 +23,15 @@ absl::Status ValidateSampling(const SamplingParams& p);
 // Client-chosen ids reach logs and responses: short, UTF-8, no control characters (a
 // newline would forge a log line).
 absl::Status ValidateRequestId(const std::string& id);
-// `messages` (and `tools`, may be null) rendered by `chat` once they are checked: valid
-// UTF-8, at most `max_prompt_bytes` in all (the tools counted as their JSON text).
+// `messages` (and `tools` and `kwargs`, may be null) rendered by `chat` once they are
+// checked: valid UTF-8, at most `max_prompt_bytes` in all (the tools and kwargs counted as
+// their JSON text); kwargs a JSON object naming none of the template's own variables.
 absl::StatusOr<ChatPromptText> RenderChecked(const ChatPrompt& chat,
                                              const std::vector<ChatMessage>& messages,
                                              const nlohmann::ordered_json* tools,
+                                             const nlohmann::json* kwargs,
                                              bool add_generation_prompt, int64_t max_prompt_bytes);
+// The variables every render defines; chat_template_kwargs may not name them.
+bool IsReservedTemplateVariable(std::string_view name);
 
 }  // namespace pagoda::engine

@@ -12,6 +12,7 @@
 #include "engine/grammar_state.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/prefix_hash.h"
+#include "engine/reasoning_state.h"
 #include "engine/request.h"
 #include "model/tokenizer.h"
 
@@ -64,6 +65,9 @@ struct Sequence {
   // each sampled token, and the masks of states seen (shared by the request's samples);
   // started at intake (engine/grammar_state.h).
   GrammarState grammar;
+  // Where the output is in its reasoning section (request.reasoning): the grammar waits
+  // there, and the close marker is forced once the reasoning budget is spent.
+  ReasoningState reasoning;
   std::string text;                                     // output text so far (stop strings cut off)
   size_t text_sent = 0;                                 // bytes of `text` already delivered
   absl::flat_hash_map<int32_t, int32_t> output_counts;  // for penalties

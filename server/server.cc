@@ -134,6 +134,20 @@ absl::Status Server::StartMetricsEndpoint() {
 }
 
 absl::Status Server::StartOpenAiHttp() {
+  http::ReasoningOptions reasoning;
+  if (options_.reasoning_parser == "auto") {
+    reasoning.format = chat::DetectReasoningFormat(engine_->chat_template_source());
+  } else {
+    absl::StatusOr<std::optional<chat::ReasoningFormat>> named =
+        chat::ReasoningFormatNamed(options_.reasoning_parser);
+    if (!named.ok()) return named.status();
+    reasoning.format = *std::move(named);
+  }
+  if (options_.reasoning_budget >= 0) reasoning.budget = options_.reasoning_budget;
+  if (reasoning.format.has_value()) {
+    spdlog::info("reasoning parser: {} ({} ... {})", reasoning.format->name, reasoning.format->open,
+                 reasoning.format->close);
+  }
   http::HttpDeps deps{.engine = engine_,
                       .tenants = tenants_.get(),
                       .metrics = metrics_.get(),
@@ -143,7 +157,8 @@ absl::Status Server::StartOpenAiHttp() {
                           [this] {
                             MutexLock lock(&mu_);
                             return serving_;
-                          }};
+                          },
+                      .reasoning = std::move(reasoning)};
   absl::StatusOr<std::unique_ptr<http::HttpServer>> server =
       http::HttpServer::Start({.host = options_.host,
                                .port = options_.http_port,

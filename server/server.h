@@ -54,6 +54,12 @@ struct ServerOptions {
   int64_t max_unsent_bytes_per_stream = kDefaultMaxUnsentBytesPerStream;
   // Origins allowed to call the HTTP door from a browser (CORS); empty = none.
   std::vector<std::string> cors_allow_origins;
+  // How chat outputs' reasoning is split out (chat/reasoning.h): "auto" (from the chat
+  // template), "none", or a parser's name; InvalidArgument at Start for an unknown one.
+  std::string reasoning_parser = "auto";
+  // The most reasoning tokens of a chat request that sets no thinking_token_budget; -1: no
+  // limit.
+  int32_t reasoning_budget = -1;
   // The clock the tenants' token buckets refill by (tests freeze it).
   TokenBucket::Clock rate_clock = absl::Now;
 };

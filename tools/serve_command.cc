@@ -43,6 +43,8 @@ struct ServeFlags {
   std::string tls_client_ca;
   std::string served_model_name;
   std::vector<std::string> cors_allow_origins;
+  std::string reasoning_parser = "auto";
+  int32_t reasoning_budget = -1;
   EngineFlags engine;
 };
 
@@ -156,7 +158,9 @@ int RunServe(const ServeFlags& flags) {
                                 .http_threads = flags.http_threads,
                                 .http_prepare_threads = flags.http_prepare_threads,
                                 .max_unsent_bytes_per_stream = flags.max_unsent_bytes_per_stream,
-                                .cors_allow_origins = flags.cors_allow_origins};
+                                .cors_allow_origins = flags.cors_allow_origins,
+                                .reasoning_parser = flags.reasoning_parser,
+                                .reasoning_budget = flags.reasoning_budget};
   auto server = server::Server::Start(options, engine->get());
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", std::string(server.status().message()));
@@ -226,6 +230,14 @@ Command AddServeCommand(CLI::App& app) {
                   "connection closed, or 429 before any header) and counted in "
                   "pagoda:request_unsent_limit_total; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--reasoning-parser", flags->reasoning_parser,
+                  "how chat outputs' reasoning is split into reasoning_content: auto (from the "
+                  "chat template's markers), none, deepseek_r1, qwen3 or mistral")
+      ->check(CLI::IsMember({"auto", "none", "deepseek_r1", "qwen3", "qwq", "mistral"}));
+  cmd->add_option("--reasoning-budget", flags->reasoning_budget,
+                  "the most reasoning tokens of a chat request that sets no "
+                  "thinking_token_budget, then the close marker is forced; -1 = no limit")
+      ->check(CLI::Range(-1, 1 << 30));
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "the model's name in GetModelInfo and metrics; default: the --model file "
                   "name without directories and .gguf");

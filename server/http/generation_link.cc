@@ -60,6 +60,7 @@ void GenerationLink::OnPartOutput(int32_t part, engine::GenerationOutput output)
       sample.prompt_token_ids = std::move(output.prompt_token_ids);
       sample.prompt_logprobs = std::move(output.prompt_logprobs);
     }
+    if (output.reasoning_open) sample.reasoning_open = true;
     sample.text += output.text;
     for (engine::TokenLogprob& lp : output.logprobs) sample.logprobs.push_back(std::move(lp));
     if (output.sample_finished()) sample.finish_reason = output.finish_reason;

@@ -31,6 +31,8 @@ struct SampleDelta {
   size_t echo_bytes = 0;
   std::vector<int32_t> prompt_token_ids;
   std::vector<engine::TokenLogprob> prompt_logprobs;
+  // The sample's output starts inside its reasoning (engine GenerationOutput::reasoning_open).
+  bool reasoning_open = false;
 };
 
 // What arrived since the last Take().

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_limits.h"
 #include "server/http/openai_request.h"
+#include "server/http/responses_request.h"
 
 namespace pagoda::server::http {
 
@@ -43,9 +44,10 @@ PreparedGeneration Prepare(HttpContext& context, ApiKind kind, const Caller& cal
   };
   absl::StatusOr<nlohmann::json> json = ParseJsonBody(body);
   if (!json.ok()) return refuse(json.status());
-  absl::StatusOr<OpenAiRequest> parsed = kind == ApiKind::kChat
-                                             ? ParseChatCompletionRequest(*json, body)
-                                             : ParseCompletionRequest(*json, body);
+  absl::StatusOr<OpenAiRequest> parsed =
+      kind == ApiKind::kChat        ? ParseChatCompletionRequest(*json, body)
+      : kind == ApiKind::kResponses ? ParseResponsesRequest(*json, body)
+                                    : ParseCompletionRequest(*json, body);
   if (!parsed.ok()) return refuse(parsed.status());
   const std::string& served = context.deps().model_name;
   if (!parsed->model.empty() && parsed->model != served) {
@@ -61,6 +63,18 @@ PreparedGeneration Prepare(HttpContext& context, ApiKind kind, const Caller& cal
     if (!parsing.ok()) return refuse(parsing.status());
     p.tool_calls = *parsing;
   }
+  if (const ReasoningOptions& reasoning = context.deps().reasoning;
+      kind != ApiKind::kCompletion && reasoning.format.has_value()) {
+    const chat::ReasoningFormat& f = *reasoning.format;
+    parsed->request.reasoning = {.open = f.open,
+                                 .close = f.close,
+                                 .starts_open = f.starts_open,
+                                 .max_tokens = parsed->reasoning_budget.has_value()
+                                                   ? parsed->reasoning_budget
+                                                   : reasoning.budget};
+    p.reasoning = f;
+  }
+  p.responses = std::move(parsed->responses);
   p.model = parsed->model;
   p.stream = parsed->stream;
   p.include_usage = parsed->stream && parsed->include_usage;

@@ -37,6 +37,10 @@ struct PreparedGeneration {
   int32_t parts = 1;      // engine requests: a completion's prompts (choice k * n + j: prompt k)
   bool logprobs = false;  // asked for (the choices then carry them: openai_logprobs.h)
   std::optional<ToolCallParsing> tool_calls;  // chat: how the output's calls are parsed
+  // Chat and responses: how the output's reasoning is split out (unset: not at all).
+  std::optional<chat::ReasoningFormat> reasoning;
+  // Responses: the request's fields its response object repeats (responses_output.h).
+  nlohmann::json responses;
   std::shared_ptr<GenerationLink> link;
   // The first part's handle and id, with every part's prompt tokens.
   engine::SubmitResult submitted;

@@ -9,7 +9,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* IdPrefix(ApiKind kind) { return kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"; }
+const char* IdPrefix(ApiKind kind) {
+  return kind == ApiKind::kChat ? "chatcmpl-" : kind == ApiKind::kResponses ? "resp_" : "cmpl-";
+}
 
 }  // namespace
 
@@ -33,8 +35,45 @@ GenerationResponse::GenerationResponse(HttpContext& context, ResponseWriter& wri
   }
   if (p.tool_calls.has_value()) {
     format_.set_tool_calls(*p.tool_calls);
-    if (stream_) tool_calls_.emplace(*p.tool_calls, p.n);
+    if (stream_ || kind_ == ApiKind::kResponses) tool_calls_.emplace(*p.tool_calls, p.n);
   }
+  if (p.reasoning.has_value()) {
+    format_.set_reasoning(*p.reasoning);
+    reasoning_ = std::move(p.reasoning);
+  }
+  if (kind_ == ApiKind::kResponses) {
+    responses_.emplace(format_.id(), absl::ToUnixSeconds(call_->start()),
+                       p.model.empty() ? context.deps().model_name : p.model,
+                       std::move(p.responses));
+  }
+}
+
+GenerationResponse::Parsed GenerationResponse::Parse(size_t i, const std::string& text,
+                                                     bool at_end) {
+  Sample& s = samples_[i];
+  Parsed out;
+  std::string content = text;
+  if (reasoning_.has_value()) {
+    if (!s.reasoning.has_value()) s.reasoning.emplace(*reasoning_, s.reasoning_open);
+    chat::ReasoningStreamParser::Delta d = s.reasoning->Feed(text);
+    if (at_end) {
+      chat::ReasoningStreamParser::Delta rest = s.reasoning->Finish();
+      d.reasoning += rest.reasoning;
+      d.content += rest.content;
+    }
+    out.reasoning = std::move(d.reasoning);
+    content = std::move(d.content);
+  }
+  if (tool_calls_.has_value()) {
+    out.answer = tool_calls_->Next(i, content, at_end);
+  } else {
+    out.answer.content = std::move(content);
+  }
+  return out;
+}
+
+void GenerationResponse::WriteEvents(const std::vector<std::string>& events) {
+  for (const std::string& e : events) writer_.WriteEvent(e);
 }
 
 void GenerationResponse::AbortAll() {
@@ -48,6 +87,8 @@ void GenerationResponse::Start() {
       for (size_t i = 0; i < samples_.size(); ++i) {
         writer_.WriteEvent(format_.RoleChunk(static_cast<int32_t>(i), include_usage_));
       }
+    } else if (kind_ == ApiKind::kResponses) {
+      WriteEvents(responses_->Open());
     }
   }
   writer_.WatchDisconnect();
@@ -66,6 +107,7 @@ void GenerationResponse::OnWake() {
   for (size_t i = 0; i < samples_.size() && i < batch.samples.size(); ++i) {
     Sample& s = samples_[i];
     s.held += batch.samples[i].text;
+    if (batch.samples[i].reasoning_open) s.reasoning_open = true;
     if (s.logprobs.has_value()) s.logprobs->Add(batch.samples[i]);
     if (batch.samples[i].finish_reason != engine::FinishReason::kNone) {
       s.reason = batch.samples[i].finish_reason;
@@ -104,11 +146,14 @@ void GenerationResponse::WriteText(size_t i, bool at_end) {
   Sample& s = samples_[i];
   const int32_t index = static_cast<int32_t>(i);
   const json logprobs = s.logprobs.has_value() ? s.logprobs->Take(s.held, at_end) : json(nullptr);
-  if (!tool_calls_.has_value()) {
+  if (kind_ == ApiKind::kResponses) {
+    const Parsed d = Parse(i, s.held, at_end);
+    WriteEvents(responses_->Add(d.reasoning, d.answer));
+  } else if (!tool_calls_.has_value() && !reasoning_.has_value()) {
     writer_.WriteEvent(format_.Chunk(index, s.held, "", include_usage_, logprobs));
-  } else if (const chat::ToolCallStreamDelta d = tool_calls_->Next(i, s.held, at_end);
-             !d.empty() || !logprobs.is_null()) {
-    writer_.WriteEvent(format_.DeltaChunk(index, d, include_usage_, logprobs));
+  } else if (const Parsed d = Parse(i, s.held, at_end);
+             !d.answer.empty() || !d.reasoning.empty() || !logprobs.is_null()) {
+    writer_.WriteEvent(format_.DeltaChunk(index, d.reasoning, d.answer, include_usage_, logprobs));
   }
   s.held.clear();
 }
@@ -123,7 +168,13 @@ void GenerationResponse::WriteEndedSamples() {
     }
     // The text first, then an event with no text carrying the finish reason (as OpenAI
     // and llama-server): a client that stops reading at finish_reason loses no text.
-    if (!s.held.empty() || tool_calls_.has_value()) WriteText(i, /*at_end=*/true);
+    if (!s.held.empty() || tool_calls_.has_value() || reasoning_.has_value()) {
+      WriteText(i, /*at_end=*/true);
+    }
+    if (kind_ == ApiKind::kResponses) {  // the response's end closes its items (Finish)
+      s.last_event_out = true;
+      continue;
+    }
     const std::string name = engine::FinishReasonName(s.reason);
     const std::string reason = tool_calls_.has_value() ? tool_calls_->FinishReason(i, name) : name;
     const json logprobs =
@@ -171,19 +222,32 @@ void GenerationResponse::Finish(const OutputBatch& batch) {
   if (writer_.closed() || cut) return;  // cut at the unsent cap: its answer is already out
   if (!stream_) {
     if (failed) return writer_.RespondError(ToHttpError(batch.error));
+    if (kind_ == ApiKind::kResponses) {
+      const Parsed d = Parse(0, samples_[0].held, /*at_end=*/true);
+      responses_->Add(d.reasoning, d.answer);
+      responses_->Close(engine::FinishReasonName(samples_[0].reason), batch.usage);
+      return writer_.Respond(200, "application/json", Dump(responses_->Response()));
+    }
     std::vector<std::string> texts, reasons;
     std::vector<json> logprobs;
+    std::vector<bool> reasoning_open;
     for (Sample& s : samples_) {
       texts.push_back(s.held);
       reasons.push_back(engine::FinishReasonName(s.reason));
       if (s.logprobs.has_value()) logprobs.push_back(s.logprobs->Take(s.held, /*all=*/true));
+      reasoning_open.push_back(s.reasoning_open);
     }
     return writer_.Respond(200, "application/json",
-                           format_.Full(texts, reasons, batch.usage, logprobs));
+                           format_.Full(texts, reasons, batch.usage, logprobs, reasoning_open));
   }
   if (failed) {
     writer_.CloseAfterResponse();
-    writer_.WriteEvent(ResponseFormatter::ErrorEvent(ToHttpError(batch.error).body));
+    const std::string body = ToHttpError(batch.error).body;
+    writer_.WriteEvent(kind_ == ApiKind::kResponses ? responses_->ErrorEvent(body)
+                                                    : ResponseFormatter::ErrorEvent(body));
+  } else if (kind_ == ApiKind::kResponses) {
+    WriteEndedSamples();
+    WriteEvents(responses_->Close(engine::FinishReasonName(samples_[0].reason), batch.usage));
   } else {
     WriteEndedSamples();
     if (include_usage_) writer_.WriteEvent(format_.UsageChunk(batch.usage));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning.h"
 #include "engine/request.h"
 #include "server/generation_call.h"
 #include "server/http/generation_link.h"
@@ -22,6 +23,7 @@
 #include "server/http/openai_response.h"
 #include "server/http/openai_tools.h"
 #include "server/http/response_writer.h"
+#include "server/http/responses_output.h"
 
 namespace pagoda::server::http {
 
@@ -63,10 +65,21 @@ class GenerationResponse {
     engine::FinishReason reason = engine::FinishReason::kNone;  // once it ended
     bool last_event_out = false;             // streamed: its finish_reason event is out
     std::optional<ChoiceLogprobs> logprobs;  // when requested
+    bool reasoning_open = false;  // its output starts inside the reasoning (the engine says)
+    std::optional<chat::ReasoningStreamParser> reasoning;  // streamed, with reasoning_
+  };
+  // A piece of a choice's output, its reasoning split out and its answer's tool calls.
+  struct Parsed {
+    std::string reasoning;
+    chat::ToolCallStreamDelta answer;
   };
 
   // Aborts every part in the engine (their blocks are freed within a step).
   void AbortAll();
+  // Choice i's next `text` through its reasoning and tool-call parsers (with `at_end`,
+  // everything they held back too).
+  Parsed Parse(size_t i, const std::string& text, bool at_end);
+  void WriteEvents(const std::vector<std::string>& events);
   // Streamed: each sample's held text as one event.
   void FlushText();
   // Streamed: sample i's held text as one event (none when tool-call parsing holds it all
@@ -93,7 +106,10 @@ class GenerationResponse {
   const std::vector<uint64_t> registrations_;         // in the context's registry of generations
   ResponseFormatter format_;
   std::vector<Sample> samples_;
-  std::optional<ToolCallStreams> tool_calls_;  // streamed chat with tool calls parsed
+  // Tool calls parsed as the output comes: streamed chat, and responses.
+  std::optional<ToolCallStreams> tool_calls_;
+  std::optional<chat::ReasoningFormat> reasoning_;  // chat and responses: reasoning split out
+  std::optional<ResponsesOutput> responses_;        // kResponses: its items and events
   // Caller, bucket, counts, metrics and the access log (server/generation_call.h).
   std::shared_ptr<GenerationCall> call_;
   Phase phase_ = Phase::kRunning;

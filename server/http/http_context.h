@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "chat/reasoning.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
 #include "server/http/generation_link.h"
@@ -35,6 +36,12 @@ enum class RouteSet {
   kProbes,
 };
 
+// How chat outputs' reasoning is parsed (--reasoning-parser, --reasoning-budget).
+struct ReasoningOptions {
+  std::optional<chat::ReasoningFormat> format;  // unset: outputs are not split
+  std::optional<int32_t> budget;                // a request's default reasoning budget
+};
+
 // The parts of the daemon the server serves (all outlive it; kProbes needs the last two).
 struct HttpDeps {
   engine::Engine* engine = nullptr;
@@ -46,6 +53,7 @@ struct HttpDeps {
   std::string model_name;
   std::function<std::string()> render_metrics;  // the Prometheus exposition
   std::function<bool()> serving;                // health: true = SERVING
+  ReasoningOptions reasoning;
 };
 
 // What every connection of one server obeys.

@@ -22,6 +22,11 @@ std::string_view HeaderValue(const bhttp::request_header<>& req, bhttp::field fi
                          : std::string_view(it->value().data(), it->value().size());
 }
 
+// The routes that generate: completions, chat completions, responses.
+bool IsGenerationPath(std::string_view path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses";
+}
+
 HttpError MethodNotAllowed(const char* use) {
   return MakeHttpError(405, use, "invalid_request_error", "method_not_allowed");
 }
@@ -42,17 +47,19 @@ void HttpRouter::Handle(const Request& req, absl::Time start) {
     if (path == "/health") return RespondHealth();
     return HandleMetrics(req);
   }
-  const bool known = context_.options().routes == RouteSet::kOpenAi &&
-                     (path == "/v1/completions" || path == "/v1/chat/completions" ||
-                      path == "/apply-template" || path == "/tokenize" || path == "/detokenize" ||
-                      path == "/v1/models" || path.starts_with("/v1/models/"));
+  const bool known =
+      context_.options().routes == RouteSet::kOpenAi &&
+      (IsGenerationPath(path) || path == "/apply-template" || path == "/tokenize" ||
+       path == "/detokenize" || path == "/v1/models" || path.starts_with("/v1/models/"));
   if (!known) {
     return writer_.RespondError(MakeHttpError(404, absl::StrCat("no route for ", std::string(path)),
                                               "invalid_request_error", "unknown_url"));
   }
-  if (path == "/v1/completions" || path == "/v1/chat/completions") {
-    return HandleGeneration(
-        req, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion, start);
+  if (IsGenerationPath(path)) {
+    const ApiKind kind = path == "/v1/chat/completions" ? ApiKind::kChat
+                         : path == "/v1/responses"      ? ApiKind::kResponses
+                                                        : ApiKind::kCompletion;
+    return HandleGeneration(req, kind, start);
   }
   if (context_.draining()) {
     writer_.CloseAfterResponse();
@@ -208,8 +215,7 @@ void HttpRouter::HandleGeneration(const Request& req, ApiKind kind, absl::Time s
 bool HttpRouter::IsGenerationRoute(const Request& req) const {
   const std::string_view target(req.target().data(), req.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
-  return context_.options().routes == RouteSet::kOpenAi &&
-         (path == "/v1/completions" || path == "/v1/chat/completions");
+  return context_.options().routes == RouteSet::kOpenAi && IsGenerationPath(path);
 }
 
 void HttpRouter::RefuseUnread(const Request& req, const absl::Status& status,

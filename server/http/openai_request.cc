@@ -258,6 +258,31 @@ absl::Status ChatLogprobs(const json& body, engine::SamplingParams* s) {
   return absl::OkStatus();
 }
 
+// Chat's template variables and reasoning controls.
+absl::Status ParseReasoningFields(const json& body, OpenAiRequest* out) {
+  json kwargs = json::object();
+  if (const json* k = Field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) return Bad("chat_template_kwargs", "must be an object");
+    kwargs = *k;
+  }
+  if (const json* effort = Field(body, "reasoning_effort")) {
+    if (!effort->is_string() || effort->get_ref<const std::string&>().size() > 32) {
+      return Bad("reasoning_effort", "must be a string (low, medium, high, ...)");
+    }
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+  }
+  if (!kwargs.empty()) {
+    out->request.chat_template_kwargs = std::make_shared<const json>(std::move(kwargs));
+  }
+  std::optional<int32_t> budget;
+  PAGODA_ASSIGN(budget, Int32(body, "thinking_token_budget"));
+  if (budget.has_value() && *budget < -1) {
+    return Bad("thinking_token_budget", "must be >= 0 (-1: no budget)");
+  }
+  if (budget.has_value() && *budget >= 0) out->reasoning_budget = *budget;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const json& body, std::string_view body_text) {
@@ -300,6 +325,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const json& body,
   if (absl::Status s = ParseResponseFormat(body, body_text, &out.request.sampling); !s.ok())
     return s;
   PAGODA_ASSIGN(out.tools, ParseChatTools(body));
+  if (absl::Status s = ParseReasoningFields(body, &out); !s.ok()) return s;
   return out;
 }
 
@@ -335,6 +361,12 @@ absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const json& body)
       return Bad(field + ".content", "must be a string, null or an array of text parts");
     }
     if (absl::Status s = ParseMessageToolFields(m, field, &out); !s.ok()) return s;
+    for (const char* key : {"reasoning_content", "reasoning"}) {
+      const json* reasoning = Field(m, key);
+      if (reasoning == nullptr) continue;
+      if (!reasoning->is_string()) return Bad(absl::StrCat(field, ".", key), "must be a string");
+      if (out.reasoning_content.empty()) out.reasoning_content = reasoning->get<std::string>();
+    }
     messages.push_back(std::move(out));
   }
   return messages;

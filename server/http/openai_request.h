@@ -38,6 +38,12 @@ struct OpenAiRequest {
   // Chat's tools, tool_choice and parallel_tool_calls (openai_tools.h); unset: no tools.
   // Applied to `request` once the model's tool-call format is known (ApplyChatTools).
   std::optional<ChatToolsRequest> tools;
+  // Chat: the most reasoning tokens (vLLM's thinking_token_budget), then the close marker
+  // is forced; unset: the server's --reasoning-budget.
+  std::optional<int32_t> reasoning_budget;
+  // /v1/responses: the request's fields the response object repeats (instructions, tools,
+  // tool_choice, text, ...); null for the other routes.
+  nlohmann::json responses;
 };
 
 // /v1/completions: prompt (a string, token ids, or an array of strings or of token-id
@@ -56,14 +62,17 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const nlohmann::json& body,
 // /v1/chat/completions: messages plus the fields above (max_completion_tokens or
 // max_tokens, unset = up to the context), add_generation_prompt (extension, default true),
 // logprobs (true/false) with top_logprobs (0..20; only with logprobs true) instead of the
-// completions' integer logprobs, and tools / tool_choice / parallel_tool_calls
-// (ParseChatTools).
+// completions' integer logprobs, tools / tool_choice / parallel_tool_calls
+// (ParseChatTools), chat_template_kwargs (an object of template variables),
+// reasoning_effort (a string, given to the template as `reasoning_effort` unless the kwargs
+// set it) and thinking_token_budget (an integer >= 0; -1: none).
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(const nlohmann::json& body,
                                                          std::string_view body_text = {});
 
 // The "messages" array: objects with a string role and content that is a string, null, or
-// an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp), and
-// the tool fields tool_calls and tool_call_id (ParseMessageToolFields).
+// an array of {"type": "text", "text": ...} parts (joined with newlines, as llama.cpp), the
+// tool fields tool_calls and tool_call_id (ParseMessageToolFields), and an assistant
+// turn's reasoning_content (or vLLM's reasoning), a string given back to the template.
 absl::StatusOr<std::vector<engine::ChatMessage>> ParseMessages(const nlohmann::json& body);
 
 }  // namespace pagoda::server::http

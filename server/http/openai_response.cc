@@ -46,8 +46,8 @@ json ResponseFormatter::Envelope(bool chunk) const {
 
 std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
                                     const std::vector<std::string>& finish_reasons,
-                                    const engine::Usage& usage,
-                                    const std::vector<json>& logprobs) const {
+                                    const engine::Usage& usage, const std::vector<json>& logprobs,
+                                    const std::vector<bool>& reasoning_open) const {
   json out = Envelope(false);
   json choices = json::array();
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -56,7 +56,18 @@ std::string ResponseFormatter::Full(const std::vector<std::string>& texts,
     if (kind_ == ApiKind::kCompletion) {
       choice["text"] = texts[i];
     } else {
-      choice["message"] = AssistantMessage(texts[i], tool_calls_, tool_call_ids_, &reason);
+      if (!reasoning_.has_value()) {
+        choice["message"] = AssistantMessage(texts[i], tool_calls_, tool_call_ids_, &reason);
+      } else {
+        const bool open = i < reasoning_open.size() && reasoning_open[i];
+        chat::ReasoningSplit split = chat::SplitReasoning(texts[i], *reasoning_, open);
+        json message = AssistantMessage(split.content, tool_calls_, tool_call_ids_, &reason);
+        if (split.has_reasoning) {
+          message["reasoning_content"] = split.reasoning;
+          message["reasoning"] = std::move(split.reasoning);
+        }
+        choice["message"] = std::move(message);
+      }
     }
     choice["finish_reason"] = FinishReason(reason);
     choices.push_back(std::move(choice));
@@ -83,10 +94,15 @@ std::string ResponseFormatter::Chunk(int32_t index, const std::string& text,
   return Event(out);
 }
 
-std::string ResponseFormatter::DeltaChunk(int32_t index, const chat::ToolCallStreamDelta& delta,
-                                          bool usage_null, const json& logprobs) const {
+std::string ResponseFormatter::DeltaChunk(int32_t index, const std::string& reasoning,
+                                          const chat::ToolCallStreamDelta& delta, bool usage_null,
+                                          const json& logprobs) const {
   json out = Envelope(true);
   json d = json::object();
+  if (!reasoning.empty()) {
+    d["reasoning_content"] = reasoning;
+    d["reasoning"] = reasoning;
+  }
   if (!delta.content.empty()) d["content"] = delta.content;
   if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallDeltasJson(delta.tool_calls);
   out["choices"] = json::array({{{"index", index},

@@ -110,8 +110,12 @@ absl::StatusOr<std::string> ApplyTemplateBody(const engine::Engine& engine, cons
   if (!tools.ok()) return tools.status();
   std::optional<nlohmann::ordered_json> tools_json;
   if (tools->has_value()) tools_json = chat::ToolsTemplateJson((*tools)->tools);
+  const json* kwargs = nullptr;
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+    kwargs = &*it;  // the engine checks it is an object naming none of the template's own
+  }
   absl::StatusOr<std::string> prompt = engine.RenderChat(
-      *messages, add_generation_prompt, tools_json.has_value() ? &*tools_json : nullptr);
+      *messages, add_generation_prompt, tools_json.has_value() ? &*tools_json : nullptr, kwargs);
   if (!prompt.ok()) return prompt.status();
   return Dump({{"prompt", *prompt}});
 }
