@@ -12,7 +12,7 @@ shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(gguf_fuzzer tokenizer_spm_fuzzer tokenizer_bpe_fuzzer request_fuzzer sampler_fuzzer
-    chat_template_fuzzer grammar_fuzzer grammar_shape_fuzzer)
+    chat_template_fuzzer grammar_fuzzer grammar_shape_fuzzer openai_body_fuzzer)
 fi
 
 # Longest input per target: whole seeds fit (the GGUF seeds go up to 16 KiB).
@@ -23,6 +23,7 @@ max_len() {
     chat_template_fuzzer) echo 8192 ;;
     grammar_fuzzer) echo 4096 ;;
     grammar_shape_fuzzer) echo 512 ;;
+    openai_body_fuzzer) echo 2048 ;;
     *) echo 1024 ;;
   esac
 }
