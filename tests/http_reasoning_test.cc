@@ -12,7 +12,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,19 +36,8 @@ struct Event {
   json data;
 };
 
-std::vector<Event> Events(absl::string_view raw) {
-  std::string body;  // de-chunked
-  while (true) {
-    const size_t eol = raw.find("\r\n");
-    size_t size = 0;
-    if (eol == absl::string_view::npos || !absl::SimpleHexAtoi(raw.substr(0, eol), &size) ||
-        size == 0) {
-      break;
-    }
-    const absl::string_view chunk = raw.substr(eol + 2, size);
-    body.append(chunk.data(), chunk.size());
-    raw.remove_prefix(std::min(raw.size(), eol + 2 + size + 2));
-  }
+std::vector<Event> Events(const std::string& raw) {
+  const std::string body = testing::Dechunked(raw);
   std::vector<Event> events;
   for (absl::string_view text : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
     Event e;

@@ -58,19 +58,8 @@ json Tools() {
 json UserTurn() { return json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}}); }
 
 // The JSON events of a chunked SSE body, up to [DONE].
-std::vector<json> Events(absl::string_view data) {
-  std::string body;
-  while (true) {
-    const size_t eol = data.find("\r\n");
-    size_t size = 0;
-    if (eol == absl::string_view::npos || !absl::SimpleHexAtoi(data.substr(0, eol), &size) ||
-        size == 0) {
-      break;
-    }
-    const absl::string_view chunk = data.substr(eol + 2, size);
-    body.append(chunk.data(), chunk.size());
-    data.remove_prefix(std::min(data.size(), eol + 2 + size + 2));
-  }
+std::vector<json> Events(const std::string& data) {
+  const std::string body = testing::Dechunked(data);
   std::vector<json> events;
   for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
     if (!absl::ConsumePrefix(&event, "data: ") || event == "[DONE]") continue;

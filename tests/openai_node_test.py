@@ -2,10 +2,13 @@
 """The official OpenAI Node.js client (npm `openai`, major version 6) against a live
 `pagoda serve --http-port`: installs the client into the build tree (once), starts the
 daemon on stories260K with a chat template and two tenants, and runs one script of
-tests/openai_node/ (--script): calls.mjs (models, completions and chat whole and streamed
-until finish_reason, n = 2, logprobs, logit_bias, echo, errors by class, abort) or tools.mjs
-(structured outputs and tool calls, read by the client's parse() and stream helpers; needs
-a template whose tool-call format pagoda knows, such as Qwen2.5's Hermes).
+tests/openai_node/ (--script; common.mjs, which they share, goes beside it): calls.mjs
+(models, completions and chat whole and streamed until finish_reason, n = 2, logprobs,
+logit_bias, echo, errors by class, abort), tools.mjs (structured outputs and tool calls,
+read by the client's parse() and stream helpers; needs a template whose tool-call format
+pagoda knows, such as Qwen2.5's Hermes) or ecosystem.mjs (prompt arrays in
+lm-evaluation-harness's shapes, responses.create and responses.stream, reasoning_content;
+on DeepSeek-R1's template).
 
 Exit status 77 (ctest: skipped, with the reason printed) when node or npm is missing or
 the npm registry cannot be reached."""
@@ -68,9 +71,11 @@ def main():
         skip("node or npm is not installed")
     version = install_client(args.work)
     print(f"openai (Node.js) {version}, node {subprocess.check_output(['node', '--version'], text=True).strip()}")
-    script = os.path.join(args.work, args.script)  # beside node_modules, where import finds it
-    shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), "openai_node",
-                                 args.script), script)
+    # Beside node_modules, where import finds it, with the module the scripts share.
+    script = os.path.join(args.work, args.script)
+    sources = os.path.join(os.path.dirname(os.path.abspath(__file__)), "openai_node")
+    for name in (args.script, "common.mjs"):
+        shutil.copyfile(os.path.join(sources, name), os.path.join(args.work, name))
     with tempfile.TemporaryDirectory() as tmp:
         tenants = os.path.join(tmp, "tenants.json")
         with open(tenants, "w") as f:

@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/numbers.h"
@@ -80,6 +81,20 @@ RawReply RawHttp(int port, const std::string& method, const std::string& path,
   reply.head = read.data.substr(0, end);
   reply.body = read.data.substr(end + 4);
   return reply;
+}
+
+std::string Dechunked(std::string_view chunked) {
+  std::string out;
+  while (true) {
+    const size_t eol = chunked.find("\r\n");
+    size_t size = 0;
+    if (eol == std::string_view::npos ||
+        !absl::SimpleHexAtoi(absl::string_view(chunked.data(), eol), &size) || size == 0) {
+      return out;
+    }
+    out.append(chunked.substr(eol + 2, size));
+    chunked.remove_prefix(std::min(chunked.size(), eol + 2 + size + 2));
+  }
 }
 
 }  // namespace pagoda::testing

@@ -33,5 +33,7 @@ struct RawReply {
 // and reads the answer to its end, each receive giving up after `timeout`.
 RawReply RawHttp(int port, const std::string& method, const std::string& path,
                  const std::string& body = "", absl::Duration timeout = absl::Seconds(5));
+// The payload of a chunked body (RawReply::body of a streamed answer), up to its last chunk.
+std::string Dechunked(std::string_view chunked);
 
 }  // namespace pagoda::testing

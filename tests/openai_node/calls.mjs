@@ -3,35 +3,7 @@
 // the exit status is the number of failed checks.
 import OpenAI from 'openai';
 
-const [baseURL, key, limitedKey] = process.argv.slice(2);
-const origin = baseURL.replace(/\/v1$/, '');
-const model = 'stories260K';
-const client = new OpenAI({baseURL, apiKey: key, maxRetries: 0, timeout: 60000});
-let failures = 0;
-
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
-
-async function expectError(cls, status, what, call, extra = () => true) {
-  try {
-    await call();
-    check(false, `${what}: no error`);
-  } catch (e) {
-    check(e instanceof cls && e.status === status && extra(e),
-          `${what}: ${e.constructor.name} ${e.status} ${e.code ?? ''} ${e.message}`);
-  }
-}
-
-async function post(path, body) {
-  const r = await fetch(origin + path, {
-    method: 'POST',
-    headers: {'Authorization': `Bearer ${key}`, 'Content-Type': 'application/json'},
-    body: JSON.stringify(body),
-  });
-  return r.json();
-}
+import {baseURL, check, client, expectError, finish, limitedKey, model, post} from './common.mjs';
 
 // Reads a stream as llama.cpp's tests and hand-written loops do: text until a chunk
 // carries finish_reason, then stop reading.
@@ -161,5 +133,4 @@ check(aborted && chunks < 50, `abort after 2 of 200 chunks: ${chunks} read`);
 const after = await client.completions.create(greedy);
 check(after.choices[0].text === full.choices[0].text, 'served after the abort');
 
-console.log(`${failures} failed`);
-process.exit(failures);
+finish();

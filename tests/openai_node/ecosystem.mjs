@@ -4,27 +4,7 @@
 // ids with echo and logprobs; generate_until over strings with stops), responses.create
 // whole and streamed (reasoning items, output_text), and chat's reasoning_content whole and
 // in stream deltas. Every check prints one line; the exit status is the number of failures.
-import OpenAI from 'openai';
-
-const [baseURL, key] = process.argv.slice(2);
-const origin = baseURL.replace(/\/v1$/, '');
-const model = 'stories260K';
-const client = new OpenAI({baseURL, apiKey: key, maxRetries: 0, timeout: 60000});
-let failures = 0;
-
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
-
-async function post(path, body) {
-  const r = await fetch(origin + path, {
-    method: 'POST',
-    headers: {'Authorization': `Bearer ${key}`, 'Content-Type': 'application/json'},
-    body: JSON.stringify(body),
-  });
-  return r.json();
-}
+import {check, client, finish, model, post} from './common.mjs';
 
 // generate_until: a batch of string prompts, greedy, with stop strings; each choice is the
 // prompt's own completion, usage summed.
@@ -119,4 +99,4 @@ const final = await helper.finalResponse();
 check(helperText === response.output_text && final.output_text === response.output_text,
       `responses.stream finalResponse: ${JSON.stringify(final.output_text)}`);
 
-process.exit(failures);
+finish();

@@ -6,15 +6,7 @@
 // check prints one line; the exit status is the number of failed checks.
 import OpenAI from 'openai';
 
-const [baseURL, key] = process.argv.slice(2);
-const model = 'stories260K';
-const client = new OpenAI({baseURL, apiKey: key, maxRetries: 0, timeout: 60000});
-let failures = 0;
-
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
+import {check, client, expectError, finish, model} from './common.mjs';
 
 // Runs one group of checks; an exception (a client error where none was expected) fails it.
 async function group(name, body) {
@@ -22,16 +14,6 @@ async function group(name, body) {
     await body();
   } catch (e) {
     check(false, `${name}: threw ${e?.constructor?.name} ${e?.status ?? ''} ${e?.message}`);
-  }
-}
-
-async function expectError(cls, status, what, call, extra = () => true) {
-  try {
-    await call();
-    check(false, `${what}: no error`);
-  } catch (e) {
-    check(e instanceof cls && e.status === status && extra(e),
-          `${what}: ${e.constructor.name} ${e.status} ${e.message}`);
   }
 }
 
@@ -367,5 +349,4 @@ await expectError(OpenAI.BadRequestError, 400, 'json_schema with an unsupported 
                   (e) => e.message.includes('response_format.json_schema.schema') &&
                          e.message.includes('minimum'));
 
-console.log(`${failures} failed`);
-process.exit(failures);
+finish();
