@@ -37,6 +37,7 @@
 #include "model/gguf_writer.h"
 #include "model/llama_config.h"
 #include "model/make_model.h"
+#include "tools/engine_flags.h"
 #ifdef PAGODA_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -82,6 +83,7 @@ struct Flags {
   std::string device = "cpu";
   int32_t threads = 0;
   std::string cpu_matmul = "auto";
+  std::string cpu_isa = "auto";
   std::vector<int32_t> contexts = {128, 512, 1024};
   std::vector<int32_t> batch_sizes = {1, 4, 16, 64};
   int32_t context = 128;
@@ -116,6 +118,7 @@ void AddModelFlags(CLI::App* app, Flags* f) {
                   "CPU f32 products: auto (pagoda's SIMD kernels for decode) or blas (OpenBLAS "
                   "always)")
       ->check(CLI::IsMember({"auto", "blas"}));
+  tools::AddCpuIsaFlag(app, &f->cpu_isa);
 }
 
 // Adds the flags that shape the workload and the engine.
@@ -198,6 +201,9 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> MakeEngine(const Flags& f,
                                        : kernels::DeviceKind::kAuto;
   options.num_threads = f.threads;
   options.cpu_blas_only = f.cpu_matmul == "blas";
+  absl::StatusOr<kernels::CpuIsa> isa = tools::CpuIsaFromFlag(f.cpu_isa);
+  if (!isa.ok()) return isa.status();
+  options.cpu_isa = *isa;
   auto backend = kernels::CreateBackend(options);
   if (!backend.ok()) return backend.status();
   config.block_size = f.block_size;

@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/kernels_bench_peak.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/half.h"
 #include "kernels/quant/interleaved.h"
 #include "kernels/quant/quantize.h"
@@ -313,7 +314,7 @@ void RegisterAll() {
             : type == kernels::DType::kQ8_0 ? kernels::DType::kQ8_0x16
             : type == kernels::DType::kQ6_K ? kernels::DType::kQ6_Kx16
                                             : type;
-        if (interleaved == type || !kernels::quant::CpuHasInterleaved()) continue;
+        if (interleaved == type || !kernels::CpuIsaActive(kernels::CpuIsa::kAvx512Vnni)) continue;
         const std::string name2 =
             absl::StrCat("MatMul/", std::string(kernels::DTypeName(interleaved)), "/M:", m,
                          "/N:", nk[0], "/K:", nk[1]);
@@ -366,16 +367,34 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("PAGODA_BENCH_THREADS")) {
     pagoda::bench::g_threads = threads(env, "PAGODA_BENCH_THREADS");
   }
+  // --cpu-isa=LEVEL (PAGODA_CPU_ISA when not given) caps the kernels and the peaks alike.
+  const auto cpu_isa = [](const char* text, const char* what) {
+    absl::StatusOr<pagoda::kernels::CpuIsa> isa = pagoda::kernels::ParseCpuIsa(text);
+    absl::Status set = isa.ok() ? pagoda::kernels::SetCpuIsaCap(*isa) : isa.status();
+    if (!set.ok()) {
+      std::fprintf(stderr, "pagoda-kernels-bench: %s: %s\n", what,
+                   std::string(set.message()).c_str());
+      std::exit(2);
+    }
+  };
+  if (const char* env = std::getenv("PAGODA_CPU_ISA")) cpu_isa(env, "PAGODA_CPU_ISA");
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--threads=", 10) == 0) {
       pagoda::bench::g_threads = threads(argv[i] + 10, "--threads");
+    } else if (std::strncmp(argv[i], "--cpu-isa=", 10) == 0) {
+      cpu_isa(argv[i] + 10, "--cpu-isa");
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
   benchmark::AddCustomContext("pagoda_threads", std::to_string(pagoda::bench::g_threads));
+  benchmark::AddCustomContext(
+      "pagoda_cpu_isa",
+      absl::StrCat(
+          std::string(pagoda::kernels::CpuIsaName(pagoda::kernels::ActiveCpuIsa())), " (this CPU: ",
+          std::string(pagoda::kernels::CpuIsaName(pagoda::kernels::DetectedCpuIsa())), ")"));
   pagoda::bench::RegisterAll();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

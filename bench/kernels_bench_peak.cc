@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu_isa.h"
+
 namespace pagoda::bench {
 namespace {
 
@@ -120,15 +122,24 @@ double Int8Scalar(int64_t iters, int32_t* sink) {
 
 }  // namespace
 
+// The peaks of the active level (kernels/cpu_isa.h: --cpu-isa caps them as it caps the
+// kernels), so every level's kernels are measured against their own level's peaks.
 const char* Int8Isa() {
-  if (__builtin_cpu_supports("avx512vnni")) return "avx512vnni";
-  if (__builtin_cpu_supports("avx512bw")) return "avx512bw";
-  if (__builtin_cpu_supports("avx2")) return "avx2";
+  switch (kernels::ActiveCpuIsa()) {
+    case kernels::CpuIsa::kAvx512Vnni:
+      return "avx512vnni";
+    case kernels::CpuIsa::kAvx512:
+      return "avx512bw";
+    case kernels::CpuIsa::kAvx2:
+      return "avx2";
+    case kernels::CpuIsa::kPortable:
+      break;
+  }
   return "scalar";
 }
 
 double Int8Loop(int64_t iters, int32_t* sink) {
-  static const std::string isa = Int8Isa();
+  const std::string isa = Int8Isa();
   if (isa == "avx512vnni") return Int8Vnni(iters, sink);
   if (isa == "avx512bw") return Int8Avx512(iters, sink);
   if (isa == "avx2") return Int8Avx2(iters, sink);
@@ -136,13 +147,13 @@ double Int8Loop(int64_t iters, int32_t* sink) {
 }
 
 const char* FmaIsa() {
-  if (__builtin_cpu_supports("avx512f")) return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  if (kernels::CpuIsaActive(kernels::CpuIsa::kAvx512)) return "avx512";
+  if (kernels::CpuIsaActive(kernels::CpuIsa::kAvx2)) return "avx2";
   return "scalar";
 }
 
 double FmaLoop(int64_t iters, float* sink) {
-  static const char* isa = FmaIsa();
+  const char* isa = FmaIsa();
   if (isa[4] == '5') return FmaAvx512(iters, sink);
   if (isa[0] == 'a') return FmaAvx2(iters, sink);
   return FmaScalar(iters, sink);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/batch.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/kv_cache.h"
 #include "kernels/rope.h"
 #include "kernels/tensor.h"
@@ -145,6 +147,10 @@ struct BackendOptions {
   int32_t num_threads = 0;     // CPU threads; 0 = one per hardware thread
   int32_t device_index = 0;    // CUDA device
   bool cpu_blas_only = false;  // CPU: every f32 product through OpenBLAS (A/B comparisons)
+  // CPU: the instruction-set level the kernels run at (--cpu-isa), at most the CPU's own.
+  // Process-wide (cpu_isa.h): creating a CPU backend sets it; unset leaves it as it is (the
+  // CPU's own unless capped).
+  std::optional<CpuIsa> cpu_isa;
   // CUDA settings (docs/GPU.md), as the flags --cuda-dtype (f32, bf16, f16),
   // --cuda-attention (auto, generic), --cuda-split-kv (auto, off, tokens) and --cuda-graphs
   // (on, off) spell them; "" takes the environment variable PAGODA_CUDA_DTYPE / _ATTENTION /

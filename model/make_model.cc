@@ -133,11 +133,19 @@ absl::StatusOr<ModelPreset> FindPreset(const std::string& name) {
       absl::StrCat("unknown preset '", name, "' (known: ", absl::StrJoin(names, ", "), ")"));
 }
 
-absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
-                                           gguf::TensorType dtype) {
+absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& preset, uint64_t seed,
+                                           gguf::TensorType dtype, const gguf::GgufFile* vocab) {
   if (!gguf::IsSupportedTensorType(static_cast<uint32_t>(dtype))) {
     return absl::InvalidArgumentError(
         absl::StrCat("make-model: unsupported dtype ", static_cast<uint32_t>(dtype)));
+  }
+  ModelPreset p = preset;
+  if (vocab != nullptr) {
+    const gguf::Value* tokens = vocab->Find("tokenizer.ggml.tokens");
+    if (tokens == nullptr || tokens->type != gguf::ValueType::kArray || tokens->array.empty()) {
+      return absl::InvalidArgumentError("make-model: the vocabulary file has no tokens");
+    }
+    p.vocab_size = static_cast<int32_t>(tokens->array.size());
   }
   // Norm vectors stay F32 in block-quantized models, as llama-quantize leaves them.
   const gguf::TensorType norm_type =
@@ -154,7 +162,13 @@ absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& p, uint64_t seed,
   w.AddUint32("llama.rope.dimension_count", p.dim / p.num_heads);
   w.AddFloat32("llama.rope.freq_base", 10000.f);
   w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  AddTokenizer(p.vocab_size, &w);
+  if (vocab == nullptr) {
+    AddTokenizer(p.vocab_size, &w);
+  } else {
+    for (const auto& [key, value] : vocab->metadata()) {
+      if (key.starts_with("tokenizer.")) w.AddValue(key, value);
+    }
+  }
 
   Rng rng(seed);
   const uint64_t hd = static_cast<uint64_t>(p.dim / p.num_heads);

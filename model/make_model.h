@@ -35,8 +35,12 @@ absl::StatusOr<ModelPreset> FindPreset(const std::string& name);
 // gguf::IsSupportedTensorType accepts) with ggml's reference quantizers. Matrices whose
 // rows are not whole `dtype` blocks stay F32; norm vectors are F32 in block-quantized
 // models (as llama-quantize leaves them). InvalidArgument for an unsupported dtype.
+// With `vocab` (a GGUF holding a real tokenizer, such as llama.cpp's ggml-vocab-*.gguf), its
+// tokenizer.* metadata replaces the generated tokenizer and its token count the preset's
+// vocabulary size; InvalidArgument when it has no tokenizer.ggml.tokens.
 absl::StatusOr<gguf::GgufWriter> MakeModel(const ModelPreset& preset, uint64_t seed,
-                                           gguf::TensorType dtype);
+                                           gguf::TensorType dtype,
+                                           const gguf::GgufFile* vocab = nullptr);
 // Name of the model pagoda serves when no --model is given.
 inline constexpr char kBuiltinModelName[] = "stories260K";
 // The embedded default model (stories260K.gguf, a real trained Llama linked into the

@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_f32_matmul_impl.h"
+#include "kernels/cpu_isa.h"
 
 namespace pagoda::kernels::cpu {
 namespace {
@@ -74,12 +75,12 @@ void CheckKernel(DotFn fn, const char* name) {
 }
 
 TEST(CpuF32MatMulTest, Avx512KernelMatchesFloat64) {
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512F on this machine";
+  if (!CpuRuns(CpuIsa::kAvx512)) GTEST_SKIP() << "no AVX-512F on this machine";
   CheckKernel(&F32DotAvx512, "avx512");
 }
 
 TEST(CpuF32MatMulTest, Avx2KernelMatchesFloat64) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+  if (!CpuRuns(CpuIsa::kAvx2)) {
     GTEST_SKIP() << "no AVX2+FMA on this machine";
   }
   CheckKernel(&F32DotAvx2, "avx2");

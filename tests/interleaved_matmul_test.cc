@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/activation_quant.h"
 #include "kernels/quant/dequantize.h"
 #include "kernels/quant/half.h"
@@ -157,7 +158,7 @@ TEST_P(Interleaved, DefinitionIsTheFileTypesDotProduct) {
 }
 
 TEST_P(Interleaved, KernelEqualsDefinitionForEveryRowCount) {
-  if (!quant::CpuHasInterleaved()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!CpuRuns(CpuIsa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   const Layout& l = GetParam();
   const DType act_type = quant::VecDotType(l.type);
   for (int64_t k : {256, 512, 2048}) {
@@ -209,7 +210,7 @@ void CheckBackend(const Layout& l, int64_t n, int64_t m, int64_t k, int threads)
   auto w = (*backend)->CreateWeightRaw(l.type, q.data(), m, k);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE((*backend)->PrepareMatMulWeight(&*w).ok());
-  const bool interleaved = quant::CpuHasInterleaved() && m % kGroupRows == 0;
+  const bool interleaved = CpuIsaActive(CpuIsa::kAvx512Vnni) && m % kGroupRows == 0;
   EXPECT_EQ(w->view.dtype, interleaved ? l.interleaved : l.type);
   EXPECT_EQ(w->view.rows, m);
   EXPECT_EQ(w->view.cols, k);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu_isa.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine_test_util.h"
@@ -72,6 +73,32 @@ TEST_P(GoldenBlockSizeTest, GreedyMatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockSizes, GoldenBlockSizeTest, ::testing::Values(1, 16, 32));
+
+// The f32 model at every instruction-set level this CPU runs (kernels/cpu_isa.h): the f32
+// products and the attention of each level give llama.cpp's tokens, with the f32
+// cache the references were made with.
+class GoldenLevelTest : public ::testing::TestWithParam<kernels::CpuIsa> {};
+
+TEST_P(GoldenLevelTest, GreedyMatchesLlamaCpp) {
+  kernels::ScopedCpuIsaCap cap(GetParam());
+  if (!cap.ok()) GTEST_SKIP() << "this CPU does not run " << kernels::CpuIsaName(GetParam());
+  auto engine = testing::StoriesEngine({.kv_cache_dtype = "f32"});
+  ASSERT_NE(engine, nullptr);
+  for (const GoldenCase& c : LoadGolden()) {
+    SCOPED_TRACE("prompt '" + c.prompt + "'");
+    const CollectedOutput out = testing::RunOne(
+        *engine, GreedyRequest(c.prompt_ids, static_cast<int32_t>(c.output_ids.size()), false));
+    EXPECT_EQ(out.token_ids, c.output_ids);
+  }
+  EXPECT_TRUE(testing::WaitForIdle(*engine));
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, GoldenLevelTest,
+                         ::testing::Values(kernels::CpuIsa::kPortable, kernels::CpuIsa::kAvx2,
+                                           kernels::CpuIsa::kAvx512, kernels::CpuIsa::kAvx512Vnni),
+                         [](const auto& info) {
+                           return std::string(kernels::CpuIsaName(info.param));
+                         });
 
 // Variants of stories260K made with llama.cpp's gguf-py that exercise RoPE and architecture
 // features, with llama.cpp's greedy tokens (tests/data/README.md): Llama-3.1-style

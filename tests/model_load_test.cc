@@ -83,6 +83,35 @@ TEST(ModelLoadTest, MakeModelIsDeterministic) {
             MakeModel(p, 8, gguf::TensorType::kF32)->Serialize());
 }
 
+// A preset with a real tokenizer (make-model --vocab): llama.cpp's Llama 3 vocabulary, whose
+// size sets the embedding and output rows.
+TEST(ModelLoadTest, MakeModelTakesARealVocabulary) {
+  auto vocab =
+      gguf::GgufFile::Open(pagoda::testing::ModelsDir() + "/vocab/ggml-vocab-llama-bpe.gguf");
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  auto writer = MakeModel(*FindPreset("tiny"), 3, gguf::TensorType::kF16, vocab->get());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto file = gguf::GgufFile::FromBytes(writer->Serialize());
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto backend = Cpu();
+  auto model = LlamaModel::Load(**file, backend.get());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().vocab_size, 128256);
+  auto made = Tokenizer::FromGguf(**file);
+  auto real = Tokenizer::FromGguf(**vocab);
+  ASSERT_TRUE(made.ok() && real.ok());
+  const std::string text = "Hello world, it's 2026!";
+  EXPECT_EQ((*made)->Encode(text, true), (*real)->Encode(text, true));
+  EXPECT_EQ((*made)->Encode(text, true).front(), 128000);  // <|begin_of_text|>
+
+  gguf::GgufWriter no_tokens;
+  no_tokens.AddString("general.architecture", "llama");
+  auto empty = gguf::GgufFile::FromBytes(no_tokens.Serialize());
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(MakeModel(*FindPreset("tiny"), 3, gguf::TensorType::kF32, empty->get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ModelLoadTest, MissingTensor) {
   const absl::Status s = LoadStatus(
       EditedTiny(keep_meta, [](gguf::TensorInfo* t) { return t->name != "blk.1.ffn_up.weight"; }));

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/activation_quant.h"
 #include "kernels/quant/dequantize.h"
 #include "kernels/quant/half.h"
@@ -205,7 +206,7 @@ TEST(Quantizers, RoundTripErrorIsSmall) {
 // between x and -x (the first one sets the sign), that hold one huge value, values scaled to
 // exact halves (ties to even), or only subnormals (their scale overflows).
 TEST(Quantizers, ActivationAvx2EqualsPortableBitForBit) {
-  if (!quant::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!CpuRuns(CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
   for (int64_t n : {256, 512, 4096}) {
     std::vector<float> x = Random(n, static_cast<uint32_t>(n));
     for (int64_t i = 0; i < n; ++i) x[i] *= static_cast<float>(1 + (i % 7) * (i % 5));
@@ -284,8 +285,13 @@ struct SplitMix {
 
 // Every weight type's dot product equals ggml-cpu's x86 (AVX2) result bit for bit: the
 // activation quantization, the integer sums and the float accumulation order
-// (tests/data/ggml_vec_dot.json, written by tests/ggml_vec_dot_gen.cc).
-TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
+// (tests/data/ggml_vec_dot.json, written by tests/ggml_vec_dot_gen.cc), at every
+// instruction-set level this CPU runs.
+class DotProductsAtLevel : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(DotProductsAtLevel, EqualGgmlCpuBitForBit) {
+  ScopedCpuIsaCap cap(GetParam());
+  if (!cap.ok()) GTEST_SKIP() << "this CPU does not run " << CpuIsaName(GetParam());
   const auto want = nlohmann::json::parse(
       pagoda::testing::ReadFileOrDie(pagoda::testing::ModelPath("ggml_vec_dot.json")));
   const DType order[] = {DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
@@ -319,6 +325,11 @@ TEST(QuantMatMul, DotProductsEqualGgmlCpuBitForBit) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(QuantMatMul, DotProductsAtLevel,
+                         ::testing::Values(CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Vnni),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
 
 }  // namespace
 }  // namespace pagoda::kernels

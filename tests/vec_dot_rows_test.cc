@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/activation_quant.h"
 #include "kernels/quant/quantize.h"
 #include "kernels/quant/vec_dot.h"
@@ -107,7 +108,7 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
       for (int rows = 1; rows <= quant::kVecDotRows; ++rows) {
         for (int kind = 0; kind < 6; ++kind) {
           const bool extreme = kind % 2 == 1;
-          const bool wide = kind >= 2;  // the activations' side data (ActRows)
+          const bool wide = kind >= 2;    // the activations' side data (ActRows)
           const bool packed = kind >= 4;  // and their packed quants
           const uint32_t seed = static_cast<uint32_t>(k * 10 + rows + (extreme ? 5000 : 0));
           const int64_t cols = 1 + (rows + kind) % 3;
@@ -147,18 +148,18 @@ void CheckKernel(RowsKernel kernel, std::vector<DType> types) {
 }
 
 TEST(VecDotRows, Avx2KernelsEqualPortableBitForBit) {
-  if (!quant::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  if (!CpuRuns(CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
   CheckKernel(&quant::VecDotRowsAvx2, {std::begin(kRowTypes), std::end(kRowTypes)});
 }
 
 TEST(VecDotRows, Avx512KernelsEqualPortableBitForBit) {
-  if (!quant::CpuHasAvx512Rows()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  if (!CpuRuns(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
   CheckKernel(&quant::VecDotRowsAvx512,
               {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K});
 }
 
 TEST(VecDotRows, Avx512VnniKernelsEqualPortableBitForBit) {
-  if (!quant::CpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  if (!CpuRuns(CpuIsa::kAvx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   CheckKernel(&quant::VecDotRowsAvx512Vnni,
               {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K});
 }
@@ -216,13 +217,24 @@ void CheckMatMulBits(DType type, int64_t n, int64_t m, int64_t k, int threads) {
   }
 }
 
-TEST(VecDotRows, MatMulKeepsSingleRowBitsAtEveryBatchShape) {
+// At every instruction-set level this CPU runs (each level's kernels, the layouts its
+// backend loads weights in).
+class MatMulAtLevel : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(MatMulAtLevel, KeepsSingleRowBitsAtEveryBatchShape) {
+  ScopedCpuIsaCap cap(GetParam());
+  if (!cap.ok()) GTEST_SKIP() << "this CPU does not run " << CpuIsaName(GetParam());
   for (DType type : kRowTypes) {
     for (int64_t n : {1, 3, 4, 5, 16, 67, 130}) CheckMatMulBits(type, n, 37, 512, 2);
   }
   CheckMatMulBits(DType::kQ4_K, 16, 300, 768, 1);
   CheckMatMulBits(DType::kQ6_K, 9, 50, 2048, 3);
 }
+
+INSTANTIATE_TEST_SUITE_P(VecDotRows, MatMulAtLevel,
+                         ::testing::Values(CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512,
+                                           CpuIsa::kAvx512Vnni),
+                         [](const auto& info) { return std::string(CpuIsaName(info.param)); });
 
 }  // namespace
 }  // namespace pagoda::kernels

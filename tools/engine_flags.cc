@@ -33,6 +33,21 @@ std::string EngineFlags::PreemptionModeFlag(engine::PreemptionMode mode) {
   return "auto";
 }
 
+void AddCpuIsaFlag(CLI::App* cmd, std::string* value) {
+  cmd->add_option("--cpu-isa", *value,
+                  "instruction-set level of the CPU kernels: auto (the CPU's own), or a cap "
+                  "below it to measure that level on this machine")
+      ->envname("PAGODA_CPU_ISA")
+      ->check(CLI::IsMember(kernels::CpuIsaFlagValues()));
+}
+
+absl::StatusOr<kernels::CpuIsa> CpuIsaFromFlag(const std::string& value) {
+  absl::StatusOr<kernels::CpuIsa> isa = kernels::ParseCpuIsa(value);
+  if (!isa.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--cpu-isa: ", isa.status().message()));
+  return isa;
+}
+
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--model", f->model,
                   "GGUF model file; empty serves the built-in default model (stories260K)");
@@ -44,6 +59,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "CPU f32 products: auto (SIMD dot kernels at every batch size: batch "
                   "invariant) or blas (OpenBLAS always, for comparisons; not batch invariant)")
       ->check(CLI::IsMember({"auto", "blas"}));
+  AddCpuIsaFlag(cmd, &f->cpu_isa);
   cmd->add_option("--cuda-dtype", f->cuda_dtype,
                   "CUDA element type of activations, weights and the KV cache: f32, bf16 or "
                   "f16 (default: $PAGODA_CUDA_DTYPE, else bf16)")
@@ -55,9 +71,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_option("--cuda-split-kv", f->cuda_split_kv,
                   "CUDA split-KV partition: auto, off or a size in tokens (default: "
                   "$PAGODA_CUDA_SPLIT_KV, else auto)");
-  cmd->add_option("--cuda-graphs", f->cuda_graphs,
-                  "CUDA graphs of decode steps, captured per batch size and bucket, replayed: on or "
-                  "off (default: $PAGODA_CUDA_GRAPHS, else on)")
+  cmd->add_option(
+         "--cuda-graphs", f->cuda_graphs,
+         "CUDA graphs of decode steps, captured per batch size and bucket, replayed: on or "
+         "off (default: $PAGODA_CUDA_GRAPHS, else on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--block-size", f->block_size, "tokens per KV-cache block")
       ->check(CLI::Range(1, 1024));
@@ -201,6 +218,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> StartEngineFromFlags(const Engin
   } else if (f.cpu_matmul != "auto") {
     return absl::InvalidArgumentError("--cpu-matmul must be auto or blas");
   }
+  ASSIGN_OR_RETURN(options.cpu_isa, CpuIsaFromFlag(f.cpu_isa));
   options.cuda_dtype = f.cuda_dtype;
   options.cuda_attention = f.cuda_attention;
   options.cuda_split_kv = f.cuda_split_kv;

@@ -9,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "kernels/cpu_isa.h"
 
 namespace pagoda::tools {
 
@@ -21,6 +22,7 @@ struct EngineFlags {
   std::string device = "auto";
   int32_t threads = 0;
   std::string cpu_matmul = "auto";  // auto or blas
+  std::string cpu_isa = "auto";     // kernels::CpuIsa's names, or auto (the CPU's own)
   // CUDA settings; "" = the PAGODA_CUDA_* environment variable, else the default
   // (kernels::BackendOptions).
   std::string cuda_dtype;
@@ -52,8 +54,13 @@ struct EngineFlags {
   static std::string PreemptionModeFlag(engine::PreemptionMode mode);
 };
 
-// Adds --model, --device, --threads, --cpu-matmul, the engine sizing flags and the request
-// limits to `cmd`, parsed into `flags` (which must outlive the parse).
+// Adds --cpu-isa (PAGODA_CPU_ISA when the flag is not given) to `cmd`, parsed into `value`.
+void AddCpuIsaFlag(CLI::App* cmd, std::string* value);
+// The level --cpu-isa names (InvalidArgument naming the flag for one that is not a level).
+absl::StatusOr<kernels::CpuIsa> CpuIsaFromFlag(const std::string& value);
+
+// Adds --model, --device, --threads, --cpu-matmul, --cpu-isa, the engine sizing flags and the
+// request limits to `cmd`, parsed into `flags` (which must outlive the parse).
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 // `base` with the fields `flags` describe; InvalidArgument for a bad --kv-cache value.
 absl::StatusOr<engine::EngineConfig> EngineConfigFromFlags(const EngineFlags& flags,

@@ -17,6 +17,7 @@ struct MakeModelFlags {
   std::string out;
   int64_t seed = 0;
   std::string dtype = "F32";
+  std::string vocab;  // a GGUF whose tokenizer replaces the generated one
 };
 
 int RunMakeModel(const MakeModelFlags& flags) {
@@ -30,8 +31,17 @@ int RunMakeModel(const MakeModelFlags& flags) {
     std::cerr << "pagoda make-model: --dtype: " << dtype.status().message() << "\n";
     return 2;
   }
-  auto writer =
-      model::MakeModel(*preset, static_cast<uint64_t>(std::max<int64_t>(0, flags.seed)), *dtype);
+  std::unique_ptr<gguf::GgufFile> vocab;
+  if (!flags.vocab.empty()) {
+    auto opened = gguf::GgufFile::Open(flags.vocab);
+    if (!opened.ok()) {
+      std::cerr << "pagoda make-model: --vocab: " << opened.status().message() << "\n";
+      return 2;
+    }
+    vocab = *std::move(opened);
+  }
+  auto writer = model::MakeModel(*preset, static_cast<uint64_t>(std::max<int64_t>(0, flags.seed)),
+                                 *dtype, vocab.get());
   absl::Status status = writer.ok() ? writer->WriteFile(flags.out) : writer.status();
   if (!status.ok()) {
     std::cerr << "pagoda make-model: " << status.message() << "\n";
@@ -55,6 +65,9 @@ Command AddMakeModelCommand(CLI::App& app) {
   cmd->add_option("--preset", flags->preset, "model preset")->check(CLI::IsMember(presets));
   cmd->add_option("--out", flags->out, "output GGUF file")->required();
   cmd->add_option("--seed", flags->seed, "weight seed (negative = 0)");
+  cmd->add_option("--vocab", flags->vocab,
+                  "GGUF whose tokenizer (tokenizer.* metadata) the model takes, its size the "
+                  "vocabulary's: e.g. llama.cpp's models/ggml-vocab-llama-bpe.gguf (Llama 3)");
   cmd->add_option("--dtype", flags->dtype, "weight type (case-insensitive)")
       ->transform(CLI::IsMember(dtypes, CLI::ignore_case));
   return {cmd, [flags] { return RunMakeModel(*flags); }};

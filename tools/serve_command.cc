@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "kernels/cpu_isa.h"
 #include "model/make_model.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
@@ -139,6 +140,8 @@ int RunServe(const ServeFlags& flags) {
     spdlog::error("cannot start the engine: {}", std::string(engine.status().message()));
     return 1;
   }
+  spdlog::info("CPU kernels: {} (this CPU: {})", kernels::CpuIsaName(kernels::ActiveCpuIsa()),
+               kernels::CpuIsaName(kernels::DetectedCpuIsa()));
   if (!kernels::CudaBuiltIn()) {  // serve's log only: generate's stdout is its output
     spdlog::info(
         "this build has no CUDA backend; for a GPU build: make serve PAGODA_CUDA=ON "

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/cpu_attention.h"
 #include "kernels/cpu/cpu_elementwise.h"
 #include "kernels/cpu/cpu_f32_matmul.h"
 #include "kernels/cpu/cpu_quant_matmul.h"
 #include "kernels/cpu/cpu_rope.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/dequantize.h"
 #include "kernels/quant/interleaved.h"
 
@@ -136,7 +138,7 @@ class CpuBackend final : public Backend {
       if (l.file == w.dtype) layout = &l;
     }
     if (layout == nullptr || !w.contiguous() || w.rows % quant::kInterleavedRows != 0 ||
-        !quant::CpuHasInterleaved()) {
+        !CpuIsaActive(CpuIsa::kAvx512Vnni)) {
       return absl::OkStatus();
     }
     auto t = AllocateTensor(layout->interleaved, w.rows, w.cols);
@@ -284,6 +286,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const BackendOptions& options) {
+  if (options.cpu_isa.has_value()) RETURN_IF_ERROR(SetCpuIsaCap(*options.cpu_isa));
   return std::make_unique<CpuBackend>(options.num_threads, options.cpu_blas_only);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_f32_matmul_impl.h"
+#include "kernels/cpu_isa.h"
 
 namespace pagoda::kernels::cpu {
 namespace {
@@ -18,19 +19,16 @@ struct Kernel {
   const char* name;
 };
 
-Kernel Pick() {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return {&F32DotAvx512, "avx512"};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return {&F32DotAvx2, "avx2"};
-  }
-#endif
-  return {nullptr, "none"};
-}
-
+// The kernel of the active level (cpu_isa.h), asked at every call so a cap applies at once.
 const Kernel& Selected() {
-  static const Kernel kernel = Pick();
-  return kernel;
+  static constexpr Kernel kAvx512 = {&F32DotAvx512, "avx512"};
+  static constexpr Kernel kAvx2 = {&F32DotAvx2, "avx2"};
+  static constexpr Kernel kNone = {nullptr, "none"};
+#if defined(__x86_64__)
+  if (CpuIsaActive(CpuIsa::kAvx512)) return kAvx512;
+  if (CpuIsaActive(CpuIsa::kAvx2)) return kAvx2;
+#endif
+  return kNone;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/activation_quant.h"
 #include "kernels/quant/interleaved.h"
 #include "kernels/quant/vec_dot_rows.h"
@@ -37,7 +38,7 @@ void QuantMatMul(const Tensor& x, const Tensor& w, const Tensor& out, std::vecto
   const bool sum_pairs = w.dtype == DType::kQ4_Kx16;
   const bool side_by_side = !x16 && (act_type == DType::kQ8_K || act_type == DType::kQ8_0);
   // The packed quants (ActRows::qs) only the AVX-512 kernels read.
-  const bool pack = side_by_side && quant::CpuHasAvx512Rows();
+  const bool pack = side_by_side && CpuIsaActive(CpuIsa::kAvx512);
   const int64_t groups = (n + quant::kVecDotRows - 1) / quant::kVecDotRows;
   const int64_t scale_row = wide ? k / 32 : 0;
   const int64_t group_d = side_by_side ? k / DTypeBlockElems(act_type) * quant::kVecDotRows : 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/quantize.h"
@@ -109,8 +110,7 @@ DType VecDotType(DType weight_type) {
 }
 
 void QuantizeActivations(DType type, const float* x, void* dst, int64_t n) {
-  static const bool avx2 = CpuHasAvx2();
-  if (avx2 && QuantizeActivationsAvx2(type, x, dst, n)) return;
+  if (CpuIsaActive(CpuIsa::kAvx2) && QuantizeActivationsAvx2(type, x, dst, n)) return;
   QuantizeActivationsPortable(type, x, dst, n);
 }
 

@@ -19,7 +19,7 @@ DType VecDotType(DType weight_type);
 // Takes the AVX2 code where the CPU has it (Q8_0, Q8_1, Q8_K), else the portable code.
 void QuantizeActivations(DType type, const float* x, void* dst, int64_t n);
 // The portable code alone, and the AVX2 code alone (false, nothing stored, for the other
-// types; precondition: CpuHasAvx2()): bit for bit the same for finite inputs; tests call
+// types; precondition: CpuRuns(CpuIsa::kAvx2)): bit for bit the same for finite inputs; tests call
 // both.
 void QuantizeActivationsPortable(DType type, const float* x, void* dst, int64_t n);
 bool QuantizeActivationsAvx2(DType type, const float* x, void* dst, int64_t n);

@@ -1,6 +1,6 @@
 // AVX2 activation quantization (activation_quant.h), bit for bit the portable code:
-// compiled for AVX2 + FMA + F16C and reached only after CpuHasAvx2(). The absolute maximum
-// is a vector max (NaN lanes ignored, as std::max and `>` ignore them); quants round with
+// compiled for AVX2 + FMA + F16C and reached only where CpuRuns(CpuIsa::kAvx2). The absolute
+// maximum is a vector max (NaN lanes ignored, as std::max and `>` ignore them); quants round with
 // VCVTPS2DQ, which rounds to nearest even like std::nearbyint and ggml's nearest_int at
 // these magnitudes (|x| <= 127 after scaling); the products x * scale are the same IEEE
 // multiplications; sums of quants are integer sums (exact in any order). Infinite inputs

@@ -1,6 +1,6 @@
 // The AVX2 building blocks shared by the vec_dot_*avx2/avx512 kernels: exact
 // integer lane sums and the float horizontal sum in ggml's order. Include only from files
-// compiled for AVX2 + FMA + F16C (and reached after CpuHasAvx2()). Everything is in an
+// compiled for AVX2 + FMA + F16C (and reached where CpuRuns(CpuIsa::kAvx2)). Everything is in an
 // unnamed namespace so that each such file keeps its own copy, compiled for its target.
 #pragma once
 

@@ -87,8 +87,6 @@ void SumPairsQ8_K(const void* act, int64_t n, int16_t* sums);
 // other: what the Q8_0 kernel reads (VPDPBUSD wants the unsigned operand in the activation).
 void BiasQuantsQ8_0(const void* act, int64_t n, uint8_t* biased);
 
-// True when the CPU runs the kernels below (AVX-512 F/BW/VL and VNNI).
-bool CpuHasInterleaved();
 // out[r * out_stride + 16 g + c] = VecDotQ4_Kx16(group g, row c, n, act row r) for every
 // group g in [0, groups) of `w` (interleaved, width n) and r in [0, act.rows), act.rows <=
 // kVecDotRows: Q8_K rows, and at act.qs SumPairsQ8_K's sums of each (row r's at
@@ -100,7 +98,8 @@ void VecDotQ6_Kx16Rows(int64_t n, const void* w, int64_t groups, const ActRows& 
                        int64_t out_stride);
 // The same for Q8_0 (VecDotQ8_0x16), reading act.qs as BiasQuantsQ8_0's rows (row r's at
 // act.qs + r * n) and act.scales as WidenScales' (row r's at act.scales + r *
-// act.scale_stride). Precondition of both: CpuHasInterleaved().
+// act.scale_stride). Precondition of both: CpuRuns(CpuIsa::kAvx512Vnni)
+// (cpu_isa.h); the CPU backend interleaves weights at load where that level is active.
 void VecDotQ8_0x16Rows(int64_t n, const void* w, int64_t groups, const ActRows& act, float* out,
                        int64_t out_stride);
 

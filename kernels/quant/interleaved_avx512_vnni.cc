@@ -1,6 +1,6 @@
 // The AVX-512 VNNI kernels of interleaved Q4_K, Q8_0 and Q6_K weights (interleaved.h), reached
-// only after CpuHasInterleaved(). Each 512-bit lane is one of a group's sixteen weight rows.
-// Q4_K: VPDPBUSD multiplies four of its quants by four activation bytes broadcast to every
+// only where CpuRuns(CpuIsa::kAvx512Vnni). Each 512-bit lane is one of a group's sixteen weight
+// rows. Q4_K: VPDPBUSD multiplies four of its quants by four activation bytes broadcast to every
 // lane, eight of them give a sub-block's sums, one VPMULLD scales them; the min products
 // come from VPDPWSSD against the Q8_K 16-quant sums. Q8_0: VPDPBUSD multiplies four
 // activation bytes, biased to unsigned and broadcast, by four signed quants of each row,
@@ -210,13 +210,6 @@ void KernelQ8_0(const BlockQ8_0x16* x, int64_t n, const uint8_t* qs, const float
 }
 
 }  // namespace
-
-bool CpuHasInterleaved() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vnni");
-  return has;
-}
 
 void VecDotQ4_Kx16Rows(int64_t n, const void* w, int64_t groups, const ActRows& act, float* out,
                        int64_t out_stride) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/quant/half.h"
 #include "kernels/quant/quant_types.h"
 #include "kernels/quant/vec_dot_avx2.h"
@@ -350,17 +351,18 @@ PAGODA_HOT const Block* As(const void* p) {
 
 float VecDot(DType weight_type, int64_t n, const void* w, const void* act) {
   float result;
-  if (CpuHasAvx2() && VecDotAvx2(weight_type, n, w, act, &result)) return result;
+  if (CpuIsaActive(CpuIsa::kAvx2) && VecDotAvx2(weight_type, n, w, act, &result)) return result;
   return VecDotPortable(weight_type, n, w, act);
 }
 
 void VecDotRows(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act, float* out,
                 int64_t out_stride) {
-  static const bool vnni = CpuHasAvx512Vnni();
-  static const bool avx512 = CpuHasAvx512Rows();
-  if (vnni && VecDotRowsAvx512Vnni(weight_type, n, w, act, out, out_stride)) return;
-  if (!vnni && avx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
-  if (CpuHasAvx2() && VecDotRowsAvx2(weight_type, n, w, act, out, out_stride)) return;
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa == CpuIsa::kAvx512Vnni && VecDotRowsAvx512Vnni(weight_type, n, w, act, out, out_stride)) {
+    return;
+  }
+  if (isa == CpuIsa::kAvx512 && VecDotRowsAvx512(weight_type, n, w, act, out, out_stride)) return;
+  if (isa >= CpuIsa::kAvx2 && VecDotRowsAvx2(weight_type, n, w, act, out, out_stride)) return;
   const auto* a = static_cast<const uint8_t*>(act.data);
   const auto* wr = static_cast<const uint8_t*>(w.data);
   for (int64_t c = 0; c < w.rows; ++c) {
@@ -391,8 +393,7 @@ void TransposeBlockScales(DType type, const void* rows_data, size_t stride, int 
   }
 }
 
-void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int64_t n,
-                int8_t* qs) {
+void PackQuants(DType type, const void* rows_data, size_t stride, int rows, int64_t n, int8_t* qs) {
   const auto* base = static_cast<const uint8_t*>(rows_data);
   if (type == DType::kQ8_K) {
     const int64_t nb = n / kQkK;

@@ -1,11 +1,10 @@
 // Everything in this file is compiled for AVX2 + FMA + F16C and only reached after
-// CpuHasAvx2(). Lane u of every 8-lane integer sum covers elements 4u..4u+3 of a
+// CpuRuns(CpuIsa::kAvx2). Lane u of every 8-lane integer sum covers elements 4u..4u+3 of a
 // 32-element chunk, as the portable code in vec_dot.cc defines it.
 #pragma GCC target("avx2,fma,f16c")
 
 #include "kernels/quant/vec_dot_avx2.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -254,15 +253,6 @@ float DotBf16(const uint16_t* x, const uint16_t* y, int64_t n) {
 }
 
 }  // namespace
-
-bool CpuHasAvx2() {
-  // F16C through CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && [] {
-    unsigned eax, ebx, ecx, edx;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  }();
-  return has;
-}
 
 bool VecDotAvx2(DType type, int64_t n, const void* w, const void* act, float* out) {
   const int64_t nb = n / DTypeBlockElems(type);

@@ -8,10 +8,8 @@
 
 namespace pagoda::kernels::quant {
 
-// True when the CPU runs AVX2, FMA and F16C (checked once).
-bool CpuHasAvx2();
 // Stores VecDot(type, n, w, act) in *out and returns true for the types implemented here;
-// false (nothing stored) for the others. Precondition: CpuHasAvx2().
+// false (nothing stored) for the others. Precondition: CpuRuns(CpuIsa::kAvx2) (cpu_isa.h).
 bool VecDotAvx2(DType type, int64_t n, const void* w, const void* act, float* out);
 
 }  // namespace pagoda::kernels::quant

@@ -73,20 +73,17 @@ void WidenScales(const void* q8_0_row, int64_t n, float* scales);
 // they leave to others. VecDotRows takes the AVX-512 kernels where the CPU has them and they
 // cover the type, else the AVX2 ones, else VecDot row by row; tests call each directly
 // (where the CPU runs it) to check it against VecDotPortable whatever this machine picks.
-// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Precondition: CpuHasAvx2().
+// Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Precondition: CpuRuns(CpuIsa::kAvx2) (cpu_isa.h).
+// VecDotRows picks by ActiveCpuIsa(), so a cap (SetCpuIsaCap) reaches these too.
 bool VecDotRowsAvx2(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                     float* out, int64_t out_stride);
-// True when the CPU also runs AVX-512 F/BW/VL (checked once).
-bool CpuHasAvx512Rows();
 // The same types: Q4_K, Q5_K and Q6_K with two 32-byte chunks of a row per 512-bit register,
 // Q4_0 and Q8_0 with two rows per register (an odd last row through the AVX2 kernel).
-// Precondition: CpuHasAvx512Rows().
+// Precondition: CpuRuns(CpuIsa::kAvx512).
 bool VecDotRowsAvx512(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                       float* out, int64_t out_stride);
-// True when the CPU also runs AVX-512 VNNI (checked once).
-bool CpuHasAvx512Vnni();
 // VecDotRowsAvx512's kernels with VPDPWSSD / VPDPBUSD (the same integers, the same bits).
-// Precondition: CpuHasAvx512Vnni().
+// Precondition: CpuRuns(CpuIsa::kAvx512Vnni).
 bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                           float* out, int64_t out_stride);
 

@@ -1,8 +1,8 @@
 // AVX2 kernels of VecDotRows (vec_dot_rows.h): compiled for AVX2 + FMA + F16C and reached
-// only after CpuHasAvx2(). Each kernel is the single-row kernel of vec_dot_avx2.cc with the
-// loop over activation rows moved inside the loop over blocks: a block's quants and scales
-// are unpacked once, then every row takes its exact integer lane sums and its own fused
-// multiply-adds in the single-row order, so each result keeps the single-row bits.
+// only where CpuRuns(CpuIsa::kAvx2). Each kernel is the single-row kernel of vec_dot_avx2.cc with
+// the loop over activation rows moved inside the loop over blocks: a block's quants and scales are
+// unpacked once, then every row takes its exact integer lane sums and its own fused multiply-adds
+// in the single-row order, so each result keeps the single-row bits.
 #pragma GCC target("avx2,fma,f16c")
 
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 // AVX-512 F/BW/VL kernels of VecDotRows (vec_dot_rows_avx512_impl.h), reached only after
-// CpuHasAvx512Rows().
+// CpuRuns(CpuIsa::kAvx512).
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 // GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*() (both
 // warnings).
@@ -12,12 +12,6 @@
 #include "kernels/quant/vec_dot_rows_avx512_impl.h"
 
 namespace pagoda::kernels::quant {
-
-bool CpuHasAvx512Rows() {
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
 
 bool VecDotRowsAvx512(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                       float* out, int64_t out_stride) {

@@ -1,5 +1,6 @@
 // AVX-512 VNNI kernels of VecDotRows (vec_dot_rows_avx512_impl.h with VPDPWSSD and
-// VPDPBUSD), reached only after CpuHasAvx512Vnni().
+// VPDPBUSD), reached only where the CPU runs
+// CpuIsa::kAvx512Vnni.
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 // GCC 12 warns inside its own intrinsics, which start from _mm512_undefined_*() (both
 // warnings).
@@ -13,11 +14,6 @@
 #include "kernels/quant/vec_dot_rows_avx512_impl.h"
 
 namespace pagoda::kernels::quant {
-
-bool CpuHasAvx512Vnni() {
-  static const bool has = CpuHasAvx512Rows() && __builtin_cpu_supports("avx512vnni");
-  return has;
-}
 
 bool VecDotRowsAvx512Vnni(DType weight_type, int64_t n, const WeightRows& w, const ActRows& act,
                           float* out, int64_t out_stride) {

@@ -2,7 +2,8 @@
 """Greedy continuations from llama.cpp's llama-server (127.0.0.1 only).
 
   /usr/bin/python3 run_greedy.py --model M.gguf --cases CASES.json --n-predict N \
-      --out OUT.json [--ctx 4096] [--port 18181] [--log SERVER.log] [--extra-args "..."]
+      --out OUT.json [--ctx 4096] [--port 18181] [--log SERVER.log] [--extra-args "..."] \
+      [--server LLAMA_SERVER]
 
 CASES.json: [{"prompt": text, "prompt_token_ids": [ids incl. BOS]}, ...]. The ids are
 sent as the prompt (no tokenization by the server); a fresh server per case.
@@ -80,14 +81,17 @@ def main() -> None:
     ap.add_argument('--out', required=True)
     ap.add_argument('--ctx', type=int, default=4096)
     ap.add_argument('--port', type=int, default=18181)
+    ap.add_argument('--server', default=SERVER, help='llama-server binary')
     ap.add_argument('--log', default=None)
     ap.add_argument('--extra-args', default='')
     ap.add_argument('--model-label', default=None)
     ap.add_argument('--fa-check', action='store_true', help='also run with -fa off and record agreement')
+    ap.add_argument('--all-margins', action='store_true',
+                    help='store every step\'s top-1/top-2 logit margin (top1_top2_logit_margins)')
     ap.add_argument('--decoding', default='greedy (temperature 0, top_k 1), BOS prepended, F32 weights as stored, f32 KV cache')
     args = ap.parse_args()
 
-    cmd = [SERVER, '-m', args.model, '--host', '127.0.0.1', '--port', str(args.port),
+    cmd = [args.server, '-m', args.model, '--host', '127.0.0.1', '--port', str(args.port),
            '-np', '1', '-c', str(args.ctx), '-t', '2', '-tb', '2', '-ctk', 'f32', '-ctv', 'f32',
            '--no-warmup'] + shlex.split(args.extra_args)
     log = open(args.log or '/dev/null', 'w')
@@ -101,6 +105,8 @@ def main() -> None:
             oc['stop'] = stop
         i = min(range(len(margins)), key=lambda k: margins[k])
         oc['min_top1_top2_logit_margin'] = {'step': i, 'margin': round(margins[i], 6)}
+        if args.all_margins:
+            oc['top1_top2_logit_margins'] = [round(m, 5) for m in margins]
         if args.fa_check:
             toks2, _, _, _ = run_case(cmd + ['-fa', 'off'], args, c, log)
             oc['same_with_flash_attn_off'] = toks2 == toks
