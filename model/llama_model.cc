@@ -226,9 +226,14 @@ absl::Status LlamaModel::LoadWeights(const gguf::GgufFile& file) {
     for (const OwnedTensor& w : L.w_gate_up.parts) backend_->NameWeight(w.view, "gate_up");
     backend_->NameWeight(L.w_down.view, "down");
   }
-  // A tied head is also the embedding table (Embed reads its rows): kept as it is.
-  if (!c.tied_embeddings) RETURN_IF_ERROR(backend_->PrepareMatMulWeight(&output_));
-  backend_->NameWeight(c.tied_embeddings ? token_embd_.view : output_.view, "lm_head");
+  // A tied head is also the embedding table, which Embed reads row by row as stored: the head
+  // starts as a view of it, and where the backend re-lays product weights out (the CPU's
+  // interleaved layouts) it gets its own copy in that layout, as llama.cpp duplicates a tied
+  // output tensor for its repacked buffers (the 128k-row head of a 1B model is ~29% of a
+  // 16-stream decode step on the row-run kernel).
+  if (c.tied_embeddings) output_.view = token_embd_.view;
+  RETURN_IF_ERROR(backend_->PrepareMatMulWeight(&output_));
+  backend_->NameWeight(output_.view, "lm_head");
   return absl::OkStatus();
 }
 
@@ -387,7 +392,7 @@ absl::Status LlamaModel::Forward(const kernels::BatchInput& batch,
     if (rows == 0) return;
     backend_->GatherLogitRows(ws_.x.view.Rows(0, n), last);
     backend_->RmsNorm(last, output_norm_.view, config_.rms_eps, last_norm);
-    backend_->MatMul(last_norm, config_.tied_embeddings ? token_embd_.view : output_.view, out);
+    backend_->MatMul(last_norm, output_.view, out);
     if (output_b_.view.data != nullptr) backend_->AddBias(out, output_b_.view);
   }));
   if (rows == 0) return backend_->Synchronize();

@@ -84,9 +84,11 @@ class LlamaModel {
   kernels::Backend* backend_;
   kernels::OwnedTensor token_embd_;   // [vocab, dim]
   kernels::OwnedTensor output_norm_;  // [1, dim]
-  kernels::OwnedTensor output_;       // [vocab, dim]; empty when tied to token_embd_
-  kernels::OwnedTensor output_b_;     // [1, vocab] f32 (qwen2's optional output.bias)
-  kernels::OwnedTensor rope_freqs_;   // [1, rope_dim / 2] f32 frequency factors, or empty
+  // [vocab, dim]; when tied to token_embd_, a view of it (no buffer) or the backend's copy
+  // in its product layout (PrepareMatMulWeight).
+  kernels::OwnedTensor output_;
+  kernels::OwnedTensor output_b_;    // [1, vocab] f32 (qwen2's optional output.bias)
+  kernels::OwnedTensor rope_freqs_;  // [1, rope_dim / 2] f32 frequency factors, or empty
   std::vector<Layer> layers_;
   Workspace ws_;
   kernels::BatchInput padded_batch_;  // a decode step padded for the backend (Forward)
